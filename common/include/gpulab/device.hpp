@@ -1,0 +1,63 @@
+/// @file device.hpp
+/// @brief What the GPU is and whether there is one.
+///
+/// Figures come from cudaDeviceGetAttribute: CUDA 13 removed clockRate and memoryClockRate from
+/// cudaDeviceProp, and the attribute call is also much cheaper than cudaGetDeviceProperties.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+
+namespace gpulab {
+
+/// Whether CUDA devices can be used by this process. Never throws.
+struct DeviceProbe {
+  bool available = false;         ///< at least one usable device
+  int count = 0;                  ///< number of devices
+  cudaError_t error = cudaSuccess;  ///< cudaGetDeviceCount's status
+  std::string reason;             ///< why not, in words, when !available
+};
+
+/// Calls cudaGetDeviceCount once. No driver gives cudaErrorInsufficientDriver (35), no device
+/// cudaErrorNoDevice (100).
+DeviceProbe probe_devices() noexcept;
+
+/// The limits and figures of one device that the labs use.
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;      ///< compute capability
+  int sm_count = 0;                    ///< streaming multiprocessors
+  int warp_size = 32;
+  int max_threads_per_block = 0;
+  int max_threads_per_sm = 0;
+  long long max_grid_x = 0, max_grid_y = 0, max_grid_z = 0;
+  std::size_t global_memory_bytes = 0;
+  std::size_t l2_bytes = 0;
+  std::size_t shared_per_block_optin = 0;  ///< with cudaFuncAttributeMaxDynamicSharedMemorySize
+  std::size_t shared_per_sm = 0;
+  int regs_per_sm = 0;
+  int clock_khz = 0;                   ///< SM clock (peak)
+  int memory_clock_khz = 0;
+  int memory_bus_bits = 0;
+
+  /// Peak DRAM bandwidth from the datasheet figures: 2 (double data rate) × clock × bus width.
+  /// Measured bandwidth (bench_d2d_memcpy) is what thresholds use; this is for the lessons.
+  double theoretical_bandwidth_gbs() const {
+    return 2.0 * memory_clock_khz * 1e3 * (memory_bus_bits / 8.0) / 1e9;
+  }
+};
+
+/// Queries @p ordinal (−1: the current device). Throws CudaError.
+DeviceInfo query_device(int ordinal = -1);
+
+/// Free and total device memory of the current device, in bytes.
+struct MemoryInfo {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+};
+MemoryInfo device_memory();
+
+}  // namespace gpulab

@@ -1,0 +1,88 @@
+/// @file test_device.cpp
+/// @brief Device probe (runs everywhere), DeviceBuffer guard bands and bench (need a GPU).
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include "gpulab/bench.hpp"
+#include "gpulab/check.hpp"
+#include "gpulab/device.hpp"
+#include "gpulab/device_buffer.hpp"
+
+TEST_CASE("probe_devices never throws and explains a missing device", "[cpu]") {
+  const gpulab::DeviceProbe p = gpulab::probe_devices();
+  if (p.available) {
+    CHECK(p.count > 0);
+    CHECK(p.reason.empty());
+  } else {
+    CHECK(p.count == 0);
+    CHECK_FALSE(p.reason.empty());
+    CHECK((p.error == cudaErrorNoDevice || p.error == cudaErrorInsufficientDriver || p.error != cudaSuccess));
+  }
+}
+
+TEST_CASE("CUDA_CHECK throws with the call text and the error name", "[cpu]") {
+  try {
+    CUDA_CHECK(cudaErrorInvalidValue);
+    FAIL("did not throw");
+  } catch (const gpulab::CudaError& e) {
+    CHECK(e.code() == cudaErrorInvalidValue);
+    CHECK_THAT(e.what(), Catch::Contains("cudaErrorInvalidValue") && Catch::Contains("test_device.cu"));
+  }
+  CHECK(gpulab::is_sticky(cudaErrorIllegalAddress));
+  CHECK_FALSE(gpulab::is_sticky(cudaErrorInvalidValue));
+}
+
+__global__ void write_at(float* p, long long index) { p[index] = 1.0f; }
+
+namespace {
+void launch_write(float* p, long long index) {
+  void* args[] = {&p, &index};
+  CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(&write_at), dim3(1), dim3(1), args, 0, nullptr));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+}  // namespace
+
+TEST_CASE("guard bands catch a write one past the end and one before the start", "[gpu]") {
+  gpulab::DeviceBuffer<float> in_bounds(100), past(100), before(100), empty(0);
+  launch_write(in_bounds.data(), 99);
+  CHECK(in_bounds.check_guards().intact);
+  launch_write(past.data(), 100);
+  const gpulab::GuardReport p = past.check_guards();
+  CHECK_FALSE(p.intact);
+  CHECK_FALSE(p.front);
+  CHECK(p.byte_offset < 4);
+  launch_write(before.data(), -1);
+  const gpulab::GuardReport b = before.check_guards();
+  CHECK_FALSE(b.intact);
+  CHECK(b.front);
+  launch_write(empty.data(), 0);  // n = 0: any write is out of bounds
+  CHECK_FALSE(empty.check_guards().intact);
+}
+
+TEST_CASE("DeviceBuffer round-trips data and moves ownership", "[gpu]") {
+  const std::vector<float> host = {1, 2, 3, 4, 5};
+  gpulab::DeviceBuffer<float> a(host);
+  CHECK(a.download() == host);
+  CHECK(reinterpret_cast<std::uintptr_t>(a.data()) % 256 == 0);
+  gpulab::DeviceBuffer<float> b = std::move(a);
+  CHECK(a.size() == 0);
+  CHECK(b.download() == host);
+}
+
+TEST_CASE("bench times GPU work with events and a median", "[gpu]") {
+  gpulab::DeviceBuffer<char> src(64 << 20), dst(64 << 20);
+  gpulab::BenchOptions o;
+  o.warmup_ms = 20;
+  o.min_samples = 5;
+  o.max_samples = 5;
+  const gpulab::BenchResult r = gpulab::bench(
+      [&](cudaStream_t s) { CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyDeviceToDevice, s)); }, o);
+  CHECK(r.samples_ms.size() == 5);
+  CHECK(r.median_ms > 0.0);
+  CHECK(r.min_ms <= r.median_ms);
+  CHECK(r.median_ms <= r.max_ms);
+  // 128 MiB moved (read + write) cannot take less than 10 µs on any GPU (> 13 TB/s).
+  CHECK(r.min_ms > 0.01);
+  CHECK(gpulab::measure_d2d_memcpy_gbs(64 << 20, o) > 1.0);
+}

@@ -1,0 +1,61 @@
+/// @file test_process.cpp
+/// @brief The grader's subprocess runner: exit codes, signals, time limits, no orphans.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "process.hpp"
+
+using gpulab::cli::ProcessOptions;
+using gpulab::cli::run_process;
+
+TEST_CASE("exit codes and output are captured", "[cpu]") {
+  const auto r = run_process({"sh", "-c", "echo out; echo err >&2; exit 3"});
+  CHECK(r.exited(3));
+  CHECK(r.output.find("out") != std::string::npos);
+  CHECK(r.output.find("err") != std::string::npos);
+  CHECK(r.describe() == "exit 3");
+}
+
+TEST_CASE("a crash is reported as a signal", "[cpu]") {
+  const auto r = run_process({"sh", "-c", "kill -SEGV $$"});
+  CHECK(r.signal == SIGSEGV);
+  CHECK_FALSE(r.exited(0));
+  CHECK(r.describe().find("signal") != std::string::npos);
+}
+
+TEST_CASE("a hung process and its children are killed at the time limit", "[cpu]") {
+  const std::string pid_file = "/tmp/gpulab-test-grandchild.pid";
+  std::remove(pid_file.c_str());
+  ProcessOptions o;
+  o.timeout_s = 1.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  // The child starts a grandchild that would outlive it, then hangs.
+  const auto r = run_process({"sh", "-c", "sleep 300 & echo $! > " + pid_file + "; sleep 300"}, o);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(r.timed_out);
+  CHECK(took < 10.0);
+  CHECK(r.describe().find("timed out") != std::string::npos);
+  std::ifstream in(pid_file);
+  int grandchild = 0;
+  in >> grandchild;
+  REQUIRE(grandchild > 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Gone: no orphan left running. A killed orphan may linger as a zombie (state Z) until init
+  // reaps it; that is a dead process.
+  std::ifstream stat("/proc/" + std::to_string(grandchild) + "/stat");
+  std::string pid_field, comm, state;
+  const bool alive = kill(grandchild, 0) == 0 && (stat >> pid_field >> comm >> state) && state != "Z";
+  CHECK_FALSE(alive);
+}
+
+TEST_CASE("environment variables reach the child and a missing program is an error", "[cpu]") {
+  ProcessOptions o;
+  o.env = {{"GPULAB_TEST_VALUE", "hello"}};
+  CHECK(run_process({"sh", "-c", "test \"$GPULAB_TEST_VALUE\" = hello"}, o).exited(0));
+  CHECK(run_process({"/nonexistent/program"}).exited(127));
+}

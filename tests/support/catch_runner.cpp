@@ -1,0 +1,145 @@
+/// @file catch_runner.cpp
+/// @brief Catch2's implementation and the gpulab test main (see catch_runner.hpp).
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "catch_runner.hpp"
+#include "gpulab/random.hpp"
+#include "gpulab/report.hpp"
+
+namespace {
+
+/// Names the running case for gpulab::report records.
+struct CaseNameListener : Catch::TestEventListenerBase {
+  using TestEventListenerBase::TestEventListenerBase;
+  void testCaseStarting(Catch::TestCaseInfo const& info) override {
+    gpulab::report::set_current_case(info.name);
+  }
+  void testCaseEnded(Catch::TestCaseStats const& stats) override {
+    gpulab::report::set_current_case("");
+    TestEventListenerBase::testCaseEnded(stats);
+  }
+};
+
+enum class Kind { kCpu, kGpu, kInvalid };
+
+Kind kind_of(const Catch::TestCaseInfo& info) {
+  bool cpu = false, gpu = false;
+  for (const std::string& tag : info.lcaseTags) {
+    cpu = cpu || tag == "cpu";
+    gpu = gpu || tag == "gpu";
+  }
+  if (cpu == gpu) return Kind::kInvalid;
+  return cpu ? Kind::kCpu : Kind::kGpu;
+}
+
+/// Names are passed to the test binary as test specs, one per process; these characters have
+/// meanings there (OR, tags, quoting, escaping, wildcards, negation) or in CMake lists (;).
+bool name_is_plain(const std::string& name) {
+  return !name.empty() && name.find_first_of(",;[]\"\\*~\t\n") == std::string::npos;
+}
+
+bool validate(const std::vector<Catch::TestCase>& cases) {
+  bool ok = true;
+  for (const auto& tc : cases) {
+    if (kind_of(tc) == Kind::kInvalid) {
+      std::fprintf(stderr, "gpulab: test case \"%s\" (%s:%zu) must carry exactly one of [cpu] and [gpu]\n",
+                   tc.name.c_str(), tc.lineInfo.file, tc.lineInfo.line);
+      ok = false;
+    }
+    if (!name_is_plain(tc.name)) {
+      std::fprintf(stderr, "gpulab: test case name \"%s\" (%s:%zu) may not contain , ; [ ] \" \\ * ~ or tabs\n",
+                   tc.name.c_str(), tc.lineInfo.file, tc.lineInfo.line);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
+CATCH_REGISTER_LISTENER(CaseNameListener)
+
+namespace gpulab::testing {
+
+int run_tests(int argc, char** argv, DeviceProbeFn probe) {
+  // Take our own flag out before Catch2 sees the command line.
+  bool list_only = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--gpulab-list") == 0) {
+      list_only = true;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+
+  Catch::Session session;
+  if (session.applyCommandLine(static_cast<int>(args.size()), args.data()) != 0) return 1;
+  const Catch::ConfigData& data = session.configData();
+  if (data.showHelp || data.listTests || data.listTestNamesOnly || data.listTags ||
+      data.listReporters) {
+    return session.run() == 0 ? 0 : 1;
+  }
+
+  const auto& all = Catch::getAllTestCasesSorted(session.config());
+  if (list_only) {
+    if (!validate(all)) return 1;
+    for (const auto& tc : all) {
+      std::printf("%s\t%s\t%s\n", kind_of(tc) == Kind::kCpu ? "cpu" : "gpu", tc.name.c_str(),
+                  tc.tagsAsString().c_str());
+    }
+    return 0;
+  }
+
+  const std::vector<Catch::TestCase> selected =
+      Catch::filterTests(all, session.config().testSpec(), session.config());
+  if (selected.empty()) {
+    std::fprintf(stderr, "gpulab: no test case matches the filter; nothing was run\n");
+    return 1;
+  }
+  if (!validate(selected)) return 1;
+
+  std::vector<std::string> cpu_names;
+  bool needs_gpu = false;
+  for (const auto& tc : selected) {
+    if (kind_of(tc) == Kind::kGpu) {
+      needs_gpu = true;
+    } else {
+      cpu_names.push_back(tc.name);
+    }
+  }
+
+  std::printf("gpulab: seed %llu (GPULAB_SEED=%llu reproduces this run)\n",
+              static_cast<unsigned long long>(gpulab::test_seed()),
+              static_cast<unsigned long long>(gpulab::test_seed()));
+  std::fflush(stdout);
+
+  bool skipped_gpu = false;
+  if (needs_gpu) {
+    const std::string why_not = probe != nullptr ? probe() : std::string("built without CUDA");
+    if (!why_not.empty()) {
+      std::printf("gpulab: SKIPPED %zu [gpu] case(s): %s\n", selected.size() - cpu_names.size(),
+                  why_not.c_str());
+      if (cpu_names.empty()) return 77;
+      // Run only the [cpu] cases: a comma-separated list of exact names is an OR in Catch2.
+      Catch::ConfigData narrowed = session.configData();
+      std::string spec;
+      for (const auto& name : cpu_names) spec += (spec.empty() ? "" : ",") + name;
+      narrowed.testsOrTags = {spec};
+      session.useConfigData(narrowed);
+      skipped_gpu = true;
+    }
+  }
+
+  const int failed = session.run();
+  if (failed != 0) return 1;
+  return skipped_gpu ? 77 : 0;
+}
+
+}  // namespace gpulab::testing

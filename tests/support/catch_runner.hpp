@@ -1,0 +1,22 @@
+/// @file catch_runner.hpp
+/// @brief The gpulab test main: Catch2 with [cpu]/[gpu] tags enforced and honest exit codes.
+///
+/// Exit codes: 0 every selected case passed; 1 something failed (Catch2 v2 would return the
+/// number of failed assertions, so 77 failures would read as a skip); 77 only when the selected
+/// cases need a CUDA device and there is none (CTest's SKIP_RETURN_CODE). Without a device, a
+/// selection that mixes [cpu] and [gpu] cases runs the [cpu] ones and returns 77 if they pass.
+/// A filter that matches no case is an error. `--gpulab-list` prints "kind<TAB>name<TAB>tags"
+/// per case and fails if any case has neither or both of [cpu] and [gpu].
+#pragma once
+
+#include <string>
+
+namespace gpulab::testing {
+
+/// Returns "" when a CUDA device can be used, else why not (e.g. "no NVIDIA driver").
+using DeviceProbeFn = std::string (*)();
+
+/// Runs Catch2 with gpulab's rules (see the file comment).
+int run_tests(int argc, char** argv, DeviceProbeFn probe);
+
+}  // namespace gpulab::testing

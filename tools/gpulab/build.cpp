@@ -1,0 +1,80 @@
+/// @file build.cpp
+/// @brief cmake --build, and diagnostics extraction.
+#include "build.hpp"
+
+#include <regex>
+#include <sstream>
+#include <thread>
+
+namespace gpulab::cli {
+
+int build_jobs() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 2 : static_cast<int>(n);
+}
+
+BuildResult build_targets(const Paths& paths, const std::vector<std::string>& targets, bool echo) {
+  std::vector<std::string> argv = {"cmake", "--build", paths.build.string(), "-j",
+                                   std::to_string(build_jobs())};
+  if (!targets.empty()) {
+    argv.push_back("--target");
+    argv.insert(argv.end(), targets.begin(), targets.end());
+  }
+  ProcessOptions options;
+  options.timeout_s = 3600;
+  options.echo = echo;
+  options.keep_bytes = 4 << 20;
+  const ProcessResult r = run_process(argv, options);
+  BuildResult b;
+  b.ok = r.exited(0);
+  b.output = r.output;
+  if (!b.ok) b.diagnostics = extract_diagnostics(r.output);
+  return b;
+}
+
+std::string extract_diagnostics(const std::string& log,
+                                const std::vector<std::pair<std::string, std::string>>& rewrite) {
+  // Compiler lines: gcc "file:line:col: error: ...", nvcc "file(line): error: ...", their
+  // context lines (source excerpt, caret, "In function"), linker "undefined reference".
+  static const std::regex located(R"(^.*(\(\d+\)|:\d+(:\d+)?): (error|warning|note|fatal error|catastrophic error)\b.*$)");
+  static const std::regex linker(R"(undefined reference to|multiple definition of|ld returned|cannot find -l)");
+  static const std::regex summary(R"(^\d+ errors? detected in the compilation of)");
+  static const std::regex noise(R"(^(FAILED:|ninja:|\[\d+/\d+\]|\[ *\d+%\]|gmake|make(\[\d+\])?:|-- |CMake |/usr/bin/c\+\+ |/usr/bin/g\+\+ |\S*nvcc |\S*/ld |Error \d+|Call Stack))");
+  std::istringstream in(log);
+  std::ostringstream out;
+  std::string line;
+  bool in_message = false;
+  int kept = 0;
+  while (std::getline(in, line) && kept < 200) {
+    if (std::regex_search(line, noise)) {
+      in_message = false;
+      continue;
+    }
+    const bool starts = std::regex_match(line, located) || std::regex_search(line, linker) ||
+                        std::regex_search(line, summary) || line.find("In function") != std::string::npos ||
+                        line.find("In member function") != std::string::npos ||
+                        line.find("collect2:") != std::string::npos;
+    if (starts) in_message = true;
+    if (!in_message) continue;
+    // Context lines after a message are indented or a caret line; a flush-left line ends it.
+    if (!starts && !line.empty() && line[0] != ' ' && line[0] != '\t' && line[0] != '^') {
+      in_message = false;
+      continue;
+    }
+    for (const auto& [from, to] : rewrite) {
+      for (std::size_t pos = line.find(from); pos != std::string::npos; pos = line.find(from, pos + to.size())) {
+        line.replace(pos, from.size(), to);
+      }
+    }
+    out << line << '\n';
+    ++kept;
+  }
+  std::string text = out.str();
+  if (text.empty()) {
+    // Nothing recognisable: show the tail of the log rather than nothing.
+    text = log.size() > 4000 ? log.substr(log.size() - 4000) : log;
+  }
+  return text;
+}
+
+}  // namespace gpulab::cli

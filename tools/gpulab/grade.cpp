@@ -1,0 +1,489 @@
+/// @file grade.cpp
+/// @brief The autograder (see grade.hpp).
+#include "grade.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "build.hpp"
+#include "gpulab/report.hpp"
+#include "gpulab/stats.hpp"
+#include "process.hpp"
+
+namespace gpulab::cli {
+namespace {
+
+struct Style {
+  bool color = isatty(STDOUT_FILENO) != 0;
+  std::string paint(const std::string& s, const char* code) const {
+    return color ? std::string("\033[") + code + "m" + s + "\033[0m" : s;
+  }
+};
+
+std::string status_word(const Style& st, const std::string& status) {
+  if (status == "pass") return st.paint("PASS", "32");
+  if (status == "fail") return st.paint("FAIL", "1;31");
+  return st.paint("N/A ", "33");
+}
+
+void print_check(const Check& c, bool quiet) {
+  // Quiet runs (selftest) still show failures and every performance figure.
+  if (quiet && c.status != "fail" && !(c.kind == "performance" && c.status == "pass")) return;
+  const Style st;
+  char head[512];
+  const std::string where = c.where.empty() ? "     " : "[" + c.where + "]";
+  std::snprintf(head, sizeof head, "  %s  %s %-58s %6.1f s", status_word(st, c.status).c_str(),
+                where.c_str(), c.name.c_str(), c.seconds);
+  std::cout << head << '\n';
+  for (const std::string& d : c.details) std::cout << "        " << d << '\n';
+  for (const std::string& h : c.hints) std::cout << "        " << st.paint("hint: ", "36") << h << '\n';
+  std::cout.flush();
+}
+
+std::string fixed(double v, int digits) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+/// A test case as listed by the executable.
+struct Case {
+  std::string where;  // cpu / gpu
+  std::string name;
+  std::string tags;
+  bool perf() const { return tags.find("[perf]") != std::string::npos; }
+};
+
+std::vector<Case> list_cases(const std::string& exe, std::string& error) {
+  ProcessOptions o;
+  o.timeout_s = 60;
+  const ProcessResult r = run_process({exe, "--gpulab-list"}, o);
+  std::vector<Case> cases;
+  if (!r.exited(0)) {
+    error = r.describe() + ": " + r.output;
+    return cases;
+  }
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    Case c;
+    if (std::getline(fields, c.where, '\t') && std::getline(fields, c.name, '\t') &&
+        std::getline(fields, c.tags)) {
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
+/// The result of one test process.
+struct CaseRun {
+  ProcessResult process;
+  std::vector<nlohmann::json> records;
+  std::string skip_reason;
+};
+
+CaseRun run_case(const std::string& exe, const Case& c, const fs::path& log_dir, int index,
+                 std::uint64_t seed, double timeout_s) {
+  const fs::path report = log_dir / ("case-" + std::to_string(index) + ".jsonl");
+  fs::remove(report);
+  ProcessOptions o;
+  o.timeout_s = timeout_s;
+  o.env = {{"GPULAB_REPORT", report.string()}, {"GPULAB_SEED", std::to_string(seed)}};
+  CaseRun run;
+  run.process = run_process({exe, c.name, "--reporter", "compact", "--durations", "no"}, o);
+  write_text(log_dir / ("case-" + std::to_string(index) + ".log"), run.process.output);
+  if (fs::exists(report)) run.records = gpulab::report::read_file(report.string());
+  static const std::regex skipped(R"(gpulab: SKIPPED \d+ \[gpu\] case\(s\): (.*))");
+  std::smatch m;
+  if (std::regex_search(run.process.output, m, skipped)) run.skip_reason = m[1].str();
+  return run;
+}
+
+/// Catch2's own words for a failure (assertion text, exception message), for when the test
+/// wrote no record (e.g. a CUDA error thrown from the learner's launcher).
+std::vector<std::string> catch_failures(const std::string& output) {
+  std::vector<std::string> lines;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line) && lines.size() < 4;) {
+    if (line.find(": failed:") != std::string::npos || line.find("FAILED") != std::string::npos) {
+      const std::size_t msg = line.find("unexpected exception with message:");
+      lines.push_back(msg != std::string::npos ? line.substr(msg) : line);
+    }
+  }
+  return lines;
+}
+
+Check judge_case(const Case& c, const CaseRun& run, const nlohmann::json& meta, double timeout_s) {
+  Check check{c.name, "correctness", c.where, "fail", run.process.seconds, {}, {}, {}};
+  const ProcessResult& p = run.process;
+  std::set<std::string> hints;
+  std::vector<std::string> not_run;
+  for (const auto& rec : run.records) {
+    if (rec.contains("not_run")) not_run.push_back(rec.value("summary", ""));
+    if (rec.value("ok", true) == false) {
+      if (check.details.size() < 5) check.details.push_back(rec.value("summary", rec.dump()));
+      if (rec.contains("hint") && hints.size() < 2) hints.insert(rec["hint"].get<std::string>());
+    }
+  }
+  if (p.exited(0)) {
+    check.status = not_run.empty() ? "pass" : "not-run";
+    check.details = not_run;
+  } else if (p.exited(77)) {
+    check.status = "not-run";
+    check.details = {"needs a GPU: " + (run.skip_reason.empty() ? std::string("no CUDA device") : run.skip_reason)};
+  } else if (p.timed_out) {
+    check.details.insert(check.details.begin(),
+                         "did not finish within " + fixed(timeout_s, 0) + " s; the process was killed");
+    hints.insert(meta.value("/hints/timeout"_json_pointer,
+                            std::string("a kernel that never exits or a loop whose index never advances")));
+  } else if (p.signal != 0 || (p.exit_code != 1 && p.exit_code != 0)) {
+    check.details.insert(check.details.begin(), "the test process " + p.describe());
+    hints.insert(meta.value("/hints/crash"_json_pointer, std::string("the test process crashed")));
+  } else {
+    // exit 1: failed checks; add Catch2's own message when no record explains it
+    if (check.details.empty()) check.details = catch_failures(p.output);
+    for (const std::string& line : catch_failures(p.output)) {
+      if (line.rfind("unexpected exception", 0) == 0 && check.details.size() < 6) check.details.push_back(line);
+    }
+    if (check.details.empty()) check.details.push_back("failed (see the log)");
+  }
+  check.hints.assign(hints.begin(), hints.end());
+  check.data = {{"process", p.describe()}, {"records", run.records}};
+  return check;
+}
+
+/// Library calls the learner's objects make, and header-only library code they contain.
+/// `nm -C` prints "<16 hex digits or spaces> <type> <name>"; type U is a symbol used but defined
+/// elsewhere (a call into a library). @p called patterns match those; @p namespaces (e.g.
+/// "thrust::") match any symbol, since header-only templates are instantiated in the object.
+std::vector<std::string> forbidden_symbols(const std::vector<std::string>& objects,
+                                           const std::vector<std::string>& called,
+                                           const std::vector<std::string>& namespaces) {
+  std::set<std::string> found;
+  for (const std::string& obj : objects) {
+    ProcessOptions o;
+    o.timeout_s = 60;
+    const ProcessResult r = run_process({"nm", "-C", obj}, o);
+    std::istringstream in(r.output);
+    for (std::string line; std::getline(in, line);) {
+      if (line.size() <= 19) continue;
+      const bool undefined = line[17] == 'U';
+      const std::string name = line.substr(19);
+      for (const std::string& pat : called) {
+        if (undefined && name.find(pat) != std::string::npos) found.insert("a call to " + name);
+      }
+      for (const std::string& ns : namespaces) {
+        const std::size_t at = name.find(ns);
+        if (at != std::string::npos && (at == 0 || name[at - 1] == ' ' || name[at - 1] == '<' || name[at - 1] == '(')) {
+          found.insert("code from " + ns + " (" + name.substr(0, 80) + (name.size() > 80 ? "...)" : ")"));
+          break;
+        }
+      }
+    }
+  }
+  return {found.begin(), found.end()};
+}
+
+}  // namespace
+
+nlohmann::json GradeResult::to_json() const {
+  nlohmann::json j = {{"lab", lab}, {"sources", sources}, {"seed", seed}, {"exit_code", exit_code},
+                      {"checks", nlohmann::json::array()}};
+  int passed = 0, failed = 0, not_run = 0;
+  for (const Check& c : checks) {
+    j["checks"].push_back({{"name", c.name}, {"kind", c.kind}, {"where", c.where},
+                           {"status", c.status}, {"seconds", c.seconds}, {"details", c.details},
+                           {"hints", c.hints}, {"data", c.data}});
+    passed += c.status == "pass";
+    failed += c.status == "fail";
+    not_run += c.status == "not-run";
+  }
+  j["summary"] = {{"passed", passed}, {"failed", failed}, {"not_run", not_run}};
+  if (!not_run_reason.empty()) j["not_run_reason"] = not_run_reason;
+  return j;
+}
+
+GradeResult grade(const Paths& paths, const GradeOptions& options) {
+  GradeResult result;
+  const Style st;
+  auto finish = [&](GradeResult& r) -> GradeResult {
+    int passed = 0, failed = 0, not_run = 0;
+    for (const Check& c : r.checks) {
+      passed += c.status == "pass";
+      failed += c.status == "fail";
+      not_run += c.status == "not-run";
+    }
+    r.exit_code = failed > 0 ? 1 : (not_run > 0 ? 2 : 0);
+    std::cout << "\n  result: " << passed << " passed, " << failed << " failed, " << not_run
+              << " not run here";
+    if (not_run > 0 && !r.not_run_reason.empty()) std::cout << " (" << r.not_run_reason << ")";
+    std::cout << "  →  exit " << r.exit_code << '\n';
+    if (failed == 0 && not_run > 0) {
+      std::cout << "  The checks marked N/A could not run on this machine; nothing ran is counted as passed.\n"
+                   "  Grade on a machine with an NVIDIA GPU to complete the grade.\n";
+    }
+    if (!options.json_path.empty()) write_text(options.json_path, r.to_json().dump(2) + "\n");
+    return r;
+  };
+  auto add = [&](Check c) {
+    print_check(c, options.quiet);
+    result.checks.push_back(std::move(c));
+  };
+
+  const std::optional<Lab> lab = find_lab(paths, options.lab);
+  if (!lab) {
+    std::cout << "gpulab grade: no lab \"" << options.lab << "\". Labs: ";
+    for (const Lab& l : discover_labs(paths)) std::cout << l.number << " ";
+    std::cout << "\n";
+    result.exit_code = 1;
+    return result;
+  }
+  result.lab = lab->slug;
+  result.seed = options.seed ? *options.seed : (static_cast<std::uint64_t>(std::random_device{}()) << 20) ^ std::random_device{}();
+
+  const nlohmann::json info = load_labinfo(paths, lab->number);
+  std::cout << "gpulab grade " << lab->number << " · " << lab->title() << '\n';
+  if (info.is_null()) {
+    std::cout << "  the build tree " << paths.build << " is not configured: run ./gpulab (it configures)\n";
+    result.exit_code = 1;
+    return result;
+  }
+  if (!info.value("buildable", false)) {
+    result.not_run_reason = info.value("reason", "cannot build here");
+    add({"build", "build", "", "not-run", 0, {"lab " + lab->number + " cannot be built here: " + result.not_run_reason},
+         {"run ./gpulab doctor to see what is missing"}});
+    return finish(result);
+  }
+
+  // Which sources.
+  std::string variant = "lab";
+  fs::path source_dir = lab->labs;
+  if (options.solutions) {
+    variant = "ref";
+    source_dir = lab->solutions;
+  } else if (!options.submission.empty()) {
+    variant = "sub";
+    source_dir = fs::absolute(options.submission);
+  }
+  result.sources = fs::relative(source_dir, paths.root).string();
+  if (result.sources.rfind("..", 0) == 0) result.sources = source_dir.string();
+  std::cout << "  sources  " << result.sources
+            << (variant == "lab" ? "  (your working copy)" : variant == "ref" ? "  (reference)" : "  (submission)") << '\n'
+            << "  seed     " << result.seed << "  (reproduce: ./gpulab grade " << lab->number << " --seed " << result.seed << ")\n";
+  const fs::path log_dir = paths.build / "grade" / lab->number;
+  fs::remove_all(log_dir);
+  fs::create_directories(log_dir);
+  std::cout << "  logs     " << fs::relative(log_dir, paths.root).string() << "/\n\n";
+
+  // Protect what is not ours: hash the learner's and the reference's files before and after.
+  const auto before_labs = hash_tree(lab->labs), before_solutions = hash_tree(lab->solutions);
+  const auto before_submission = variant == "sub" ? hash_tree(source_dir) : decltype(hash_tree(source_dir)){};
+
+  const std::vector<std::string> sources = info["sources"].get<std::vector<std::string>>();
+  if (variant == "sub") {
+    std::vector<std::string> missing;
+    for (const std::string& f : sources) {
+      if (!fs::is_regular_file(source_dir / f)) missing.push_back(f);
+    }
+    if (!fs::is_directory(source_dir) || !missing.empty()) {
+      std::string list;
+      for (const auto& f : missing) list += " " + f;
+      add({"submission files", "build", "", "fail", 0,
+           {fs::is_directory(source_dir) ? "missing:" + list : source_dir.string() + " is not a folder"},
+           {"a submission folder holds the same file names as labs/" + lab->slug}});
+      return finish(result);
+    }
+    // Snapshot the submission into the build tree; only changed files are rewritten, so an
+    // unchanged submission is not recompiled.
+    const fs::path snapshot = info["submission_dir"].get<std::string>();
+    for (const std::string& f : sources) {
+      const std::string text = read_text(source_dir / f);
+      if (!fs::exists(snapshot / f) || read_text(snapshot / f) != text) write_text(snapshot / f, text);
+    }
+  }
+
+  if (!info["variants"].contains(variant)) {
+    add({"sources", "build", "", "fail", 0,
+         {"labs/" + lab->slug + " is missing files, so the build left this lab's learner targets out"},
+         {"restore the folder with `git checkout labs/" + lab->slug + "` (or, instructors, `./gpulab sync`)"}});
+    return finish(result);
+  }
+  const nlohmann::json& v = info["variants"][variant];
+  const std::string target = v["target"], exe = v["exe"];
+  // Compile the learner's objects first: a forbidden library call is then reported as such,
+  // not as the link error it may also cause.
+  auto build_step = [&](const std::string& what, const std::string& tgt) {
+    const bool tty = isatty(STDOUT_FILENO) != 0;
+    if (tty) std::cout << "  building " << tgt << " ..." << std::flush;
+    const auto t0 = std::chrono::steady_clock::now();
+    const BuildResult b = build_targets(paths, {tgt});
+    if (tty) std::cout << "\r" << std::string(60, ' ') << "\r" << std::flush;
+    Check c{what, "build", "", b.ok ? "pass" : "fail",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), {}, {}, {}};
+    if (!b.ok) {
+      std::vector<std::pair<std::string, std::string>> rewrite;
+      if (variant == "sub") rewrite.emplace_back(info["submission_dir"].get<std::string>(), source_dir.string());
+      std::istringstream diag(extract_diagnostics(b.output, rewrite));
+      for (std::string line; std::getline(diag, line);) c.details.push_back(line);
+      c.hints.push_back("fix the first error first: later ones often follow from it");
+    }
+    return c;
+  };
+  Check compiled = build_step("compile", target + "_src");
+  add(compiled);
+  if (compiled.status == "fail") return finish(result);
+
+  // Library calls the lab forbids, found in the learner's own object files.
+  if (variant != "ref" && lab->meta.contains("forbidden_symbols")) {
+    const auto& fb = lab->meta["forbidden_symbols"];
+    const auto hits = forbidden_symbols(v["objects"].get<std::vector<std::string>>(),
+                                        fb.value("called", std::vector<std::string>{}),
+                                        fb.value("namespaces", std::vector<std::string>{}));
+    Check c{"no forbidden library calls", "structure", "", hits.empty() ? "pass" : "fail", 0, {}, {}, {}};
+    for (const auto& h : hits) {
+      if (c.details.size() < 5) c.details.push_back("your code contains " + h);
+    }
+    if (!hits.empty()) c.hints.push_back(fb.value("why", "this lab asks you to write it yourself"));
+    add(c);
+  }
+  {
+    Check linked = build_step("link with the tests", target);
+    if (linked.status == "fail") {
+      add(linked);
+      return finish(result);
+    }
+  }
+
+  std::string list_error;
+  const std::vector<Case> cases = list_cases(exe, list_error);
+  if (cases.empty()) {
+    add({"list test cases", "build", "", "fail", 0, {list_error.empty() ? "no test cases" : list_error}, {}});
+    return finish(result);
+  }
+  const double timeout_s = options.timeout_s > 0 ? options.timeout_s : info.value("timeout_s", 120.0);
+
+  int index = 0;
+  bool gpu_ran = false;
+  std::string skip_reason;
+  std::vector<const Case*> perf_cases;
+  for (const Case& c : cases) {
+    if (c.perf()) {
+      perf_cases.push_back(&c);
+      continue;
+    }
+    const CaseRun run = run_case(exe, c, log_dir, index++, result.seed, timeout_s);
+    if (c.where == "gpu" && !run.process.exited(77)) gpu_ran = true;
+    if (!run.skip_reason.empty()) skip_reason = run.skip_reason;
+    add(judge_case(c, run, lab->meta, timeout_s));
+  }
+
+  // Performance: only measured where the GPU cases ran; learner and reference alternate.
+  if (!perf_cases.empty()) {
+    const nlohmann::json perf_meta = lab->meta.value("performance", nlohmann::json::array());
+    const std::string ref_exe = info["variants"]["ref"]["exe"];
+    if (gpu_ran && variant != "ref") {
+      const BuildResult b = build_targets(paths, {info["variants"]["ref"]["target"].get<std::string>()});
+      if (!b.ok) {
+        add({"build the reference", "build", "", "fail", 0, {b.diagnostics}, {}});
+        return finish(result);
+      }
+    }
+    for (const Case* c : perf_cases) {
+      nlohmann::json spec = nlohmann::json::object();
+      for (const auto& p : perf_meta) {
+        if (p.value("case", "") == c->name) spec = p;
+      }
+      Check check{c->name, "performance", c->where, "fail", 0, {}, {}, {}};
+      if (!gpu_ran) {
+        check.status = "not-run";
+        check.details.push_back("needs a GPU" + (skip_reason.empty() ? std::string() : ": " + skip_reason));
+        add(check);
+        continue;
+      }
+      std::map<std::string, std::vector<double>> fraction, value, baseline;
+      std::string failure;
+      for (int round = 0; round < std::max(1, options.rounds) && failure.empty(); ++round) {
+        for (const std::string side : {std::string("learner"), std::string("reference")}) {
+          if (side == "reference" && variant == "ref") continue;
+          const CaseRun run = run_case(side == "learner" ? exe : ref_exe, *c, log_dir, index++,
+                                       result.seed, 600.0);
+          check.seconds += run.process.seconds;
+          if (!run.process.exited(0)) {
+            const Check why = judge_case(*c, run, lab->meta, 600.0);
+            failure = side + " run " + run.process.describe() +
+                      (why.details.empty() ? std::string() : ": " + why.details.front());
+            break;
+          }
+          for (const auto& rec : run.records) {
+            if (rec.value("kind", "") != "performance") continue;
+            fraction[side].push_back(rec.value("fraction_of_baseline", 0.0));
+            value[side].push_back(rec.value("value", 0.0));
+            baseline[side].push_back(rec.value("baseline", 0.0));
+            check.data["unit"] = rec.value("unit", "");
+            check.data["baseline_name"] = rec.value("baseline_name", "");
+          }
+        }
+      }
+      if (!failure.empty() || fraction["learner"].empty()) {
+        check.details.push_back(failure.empty() ? "no measurement recorded" : failure);
+        add(check);
+        continue;
+      }
+      const std::string unit = check.data.value("unit", "");
+      const std::string base_name = check.data.value("baseline_name", "baseline");
+      const std::string ref_side = variant == "ref" ? "learner" : "reference";
+      const double learner_frac = median(fraction["learner"]);
+      const double ref_frac = median(fraction[ref_side]);
+      const double need_rel = spec.value("min_fraction_of_reference", 0.0);
+      const double need_ref = spec.value("reference_min_fraction_of_baseline", 0.0);
+      check.data.update({{"learner_fraction", learner_frac}, {"reference_fraction", ref_frac},
+                         {"learner_value", median(value["learner"])},
+                         {"reference_value", median(value[ref_side])},
+                         {"baseline_value", median(baseline["learner"])},
+                         {"rounds", fraction["learner"].size()}});
+      const std::string base_line = base_name + " " + fixed(median(baseline["learner"]), 0) + " " + unit;
+      bool ok = true;
+      if (variant == "ref") {
+        ok = learner_frac >= need_ref;
+        check.details.push_back("reference " + fixed(median(value["learner"]), 0) + " " + unit + " = " +
+                                fixed(100 * learner_frac, 1) + " % of " + base_line + "; target ≥ " +
+                                fixed(100 * need_ref, 0) + " %");
+      } else {
+        const double rel = ref_frac > 0 ? learner_frac / ref_frac : 0.0;
+        ok = rel >= need_rel;
+        check.details.push_back("yours " + fixed(median(value["learner"]), 0) + " " + unit + " (" +
+                                fixed(100 * learner_frac, 1) + " % of " + base_line + ")");
+        check.details.push_back("reference " + fixed(median(value["reference"]), 0) + " " + unit + " (" +
+                                fixed(100 * ref_frac, 1) + " %);  yours = " + fixed(100 * rel, 1) +
+                                " % of it, need ≥ " + fixed(100 * need_rel, 0) + " %");
+        check.data["fraction_of_reference"] = rel;
+      }
+      check.details.push_back("median of " + std::to_string(fraction["learner"].size()) +
+                              " alternating runs, each the median of ≥ 11 timed samples after 200 ms of warm-up");
+      check.status = ok ? "pass" : "fail";
+      if (!ok && spec.contains("hint")) check.hints.push_back(spec["hint"]);
+      add(check);
+    }
+  }
+  if (!gpu_ran) result.not_run_reason = skip_reason.empty() ? "no GPU" : skip_reason;
+
+  // Grading never changes the learner's files or the reference.
+  const bool untouched = hash_tree(lab->labs) == before_labs && hash_tree(lab->solutions) == before_solutions &&
+                         (variant != "sub" || hash_tree(source_dir) == before_submission);
+  if (!untouched) {
+    add({"sources unchanged by grading", "structure", "", "fail", 0,
+         {"a file under labs/, solutions/ or the submission changed while grading (a bug in gpulab: please report it)"}, {}});
+  }
+  return finish(result);
+}
+
+}  // namespace gpulab::cli

@@ -1,0 +1,138 @@
+/// @file main.cpp
+/// @brief The gpulab command line. Run through ./gpulab, which sets up and builds it first.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "doctor.hpp"
+#include "grade.hpp"
+#include "labs.hpp"
+#include "regions.hpp"
+#include "selftest.hpp"
+#include "sync.hpp"
+
+namespace cli = gpulab::cli;
+
+namespace {
+
+int list_labs(const cli::Paths& paths) {
+  std::cout << "The path (curriculum.md has objectives, prerequisites and time for each):\n";
+  for (const cli::Lab& lab : cli::discover_labs(paths)) {
+    const nlohmann::json info = cli::load_labinfo(paths, lab.number);
+    const std::size_t regions = info.is_object() && info.contains("regions") ? info["regions"].size() : 0;
+    std::cout << "  " << lab.number << "  " << lab.title() << "\n      lesson  lessons/" << lab.slug
+              << ".md\n      lab     labs/" << lab.slug << "/  (" << regions
+              << " TODOs)\n      grade   ./gpulab grade " << lab.number << "\n";
+  }
+  std::cout << "  Labs 02–09 are planned: see curriculum.md.\n";
+  return 0;
+}
+
+int run_sync(const cli::Paths& paths, bool check, bool force) {
+  const auto labs = cli::discover_labs(paths);
+  const cli::SyncReport r = cli::sync_labs(paths, labs, check, force);
+  if (check) {
+    for (const auto& d : r.drift) std::cout << "  drift  " << d << '\n';
+    if (!r.drift.empty()) {
+      std::cout << "sync --check: labs/ differs from what ./gpulab sync would write from solutions/\n";
+      return 1;
+    }
+    std::cout << "sync --check: labs/ matches solutions/ (" << r.unchanged.size() << " files)\n";
+    return 0;
+  }
+  for (const auto& f : r.written) std::cout << "  wrote      labs/" << f << '\n';
+  for (const auto& f : r.backed_up) std::cout << "  saved your version as " << f << '\n';
+  for (const auto& f : r.refused) std::cout << "  REFUSED    labs/" << f << "  (you changed it; --force moves your version aside first)\n";
+  std::cout << "sync: " << r.written.size() << " written, " << r.unchanged.size() << " unchanged, "
+            << r.refused.size() << " refused\n";
+  return r.refused.empty() ? 0 : 1;
+}
+
+int start(const cli::Paths& paths) {
+  std::cout << "Welcome to gpulab: GPU programming and distributed training, one lab at a time.\n\n";
+  const int health = cli::doctor(paths, /*brief=*/true);
+  if (health == 1) return 1;
+  std::cout << '\n';
+  list_labs(paths);
+  std::cout << "\nGrading lab 01 as it is in labs/01-hello-kernel (the unmodified skeleton fails: that is where you start).\n\n";
+  cli::GradeOptions g;
+  g.lab = "01";
+  const cli::GradeResult r = cli::grade(paths, g);
+  std::cout << "\nNext: read lessons/01-hello-kernel.md, fill in the TODOs in labs/01-hello-kernel/hello.cu,\n"
+               "then run ./gpulab grade 01 until every line says PASS.\n";
+  return r.exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpulab: a CUDA course and lab suite. Run it as ./gpulab <command>."};
+  app.require_subcommand(1);
+  const cli::Paths paths = cli::Paths::from_environment();
+
+  auto* start_cmd = app.add_subcommand("start", "set up, check the machine, show the path, grade lab 01");
+  auto* doctor_cmd = app.add_subcommand("doctor", "what this machine has and what is missing");
+  auto* list_cmd = app.add_subcommand("list", "the labs, their lessons and how to grade them");
+
+  cli::GradeOptions grade_options;
+  std::uint64_t seed = 0;
+  auto* grade_cmd = app.add_subcommand("grade", "build and grade a lab; exit 0 pass, 1 fail, 2 could not run here");
+  grade_cmd->add_option("lab", grade_options.lab, "lab number (01) or folder name")->required();
+  auto* sub_opt = grade_cmd->add_option("--submission", grade_options.submission,
+                                        "grade this folder (same file names as labs/NN-slug) instead of labs/")
+                      ->check(CLI::ExistingDirectory);
+  grade_cmd->add_flag("--solutions", grade_options.solutions, "grade the reference solution (instructors)")
+      ->excludes(sub_opt);
+  grade_cmd->add_option("--json", grade_options.json_path, "also write the scorecard as JSON to this file");
+  auto* seed_opt = grade_cmd->add_option("--seed", seed, "random seed for the test data (printed by every run)");
+  grade_cmd->add_option("--rounds", grade_options.rounds, "performance: learner/reference alternations (default 3)")
+      ->check(CLI::Range(1, 50));
+  grade_cmd->add_option("--timeout", grade_options.timeout_s, "seconds per test case (default: the lab's limit)");
+  grade_cmd->add_flag("--quiet", grade_options.quiet, "print only failures and the result");
+
+  bool check = false, force = false;
+  auto* sync_cmd = app.add_subcommand("sync", "write labs/ from solutions/ (instructors); never over your changes");
+  sync_cmd->add_flag("--check", check, "only compare; exit 1 if labs/ differs from what sync would write");
+  sync_cmd->add_flag("--force", force, "overwrite changed files after saving them as <file>.bak-<time>");
+
+  cli::SelftestOptions selftest_options;
+  bool no_build = false;
+  auto* selftest_cmd = app.add_subcommand("selftest", "the project's own tests (the README's test command)");
+  selftest_cmd->add_option("--lab", selftest_options.lab, "only this lab");
+  selftest_cmd->add_flag("--no-build", no_build, "do not build first");
+
+  std::string mode, region, lab_slug, input, output;
+  auto* render_cmd = app.add_subcommand("render", "render a skeleton or mutant file (used by the build)");
+  render_cmd->group("");  // hidden from --help
+  render_cmd->add_option("--mode", mode)->required()->check(CLI::IsMember({"skeleton", "mutant"}));
+  render_cmd->add_option("--region", region);
+  render_cmd->add_option("--lab", lab_slug)->required();
+  render_cmd->add_option("--input", input)->required()->check(CLI::ExistingFile);
+  render_cmd->add_option("--output", output)->required();
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (*start_cmd) return start(paths);
+    if (*doctor_cmd) return cli::doctor(paths);
+    if (*list_cmd) return list_labs(paths);
+    if (*grade_cmd) {
+      if (*seed_opt) grade_options.seed = seed;
+      return cli::grade(paths, grade_options).exit_code;
+    }
+    if (*sync_cmd) return run_sync(paths, check, force);
+    if (*selftest_cmd) {
+      selftest_options.build = !no_build;
+      return cli::selftest(paths, selftest_options);
+    }
+    if (*render_cmd) {
+      if (mode == "mutant" && region.empty()) throw std::invalid_argument("render --mode mutant needs --region");
+      cli::write_text(output, cli::render(cli::read_text(input), input, lab_slug, mode == "mutant" ? region : ""));
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "gpulab: " << e.what() << '\n';
+    return 1;
+  }
+  return 1;
+}

@@ -1,0 +1,253 @@
+/// @file selftest.cpp
+/// @brief The project's own test run (see selftest.hpp).
+#include "selftest.hpp"
+
+#include <algorithm>
+#include <iostream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "build.hpp"
+#include "grade.hpp"
+#include "process.hpp"
+#include "sync.hpp"
+
+namespace gpulab::cli {
+namespace {
+
+struct Row {
+  std::string step;
+  std::string status;  // pass, fail, skip
+  std::string detail;
+};
+
+class Table {
+ public:
+  void add(const std::string& step, const std::string& status, const std::string& detail) {
+    rows_.push_back({step, status, detail});
+    std::cout << "selftest: " << (status == "pass" ? "PASS" : status == "fail" ? "FAIL" : "SKIP")
+              << "  " << step << (detail.empty() ? "" : "  — " + detail) << std::endl;
+  }
+  int print() const {
+    int passed = 0, failed = 0, skipped = 0;
+    std::cout << "\n================================ selftest summary ================================\n";
+    for (const Row& r : rows_) {
+      const char* word = r.status == "pass" ? "PASS" : r.status == "fail" ? "FAIL" : "SKIP";
+      std::cout << "  " << word << "  " << r.step;
+      if (!r.detail.empty()) std::cout << "  — " << r.detail;
+      std::cout << '\n';
+      passed += r.status == "pass";
+      failed += r.status == "fail";
+      skipped += r.status == "skip";
+    }
+    std::cout << "selftest: " << passed << " passed, " << failed << " failed, " << skipped
+              << " skipped" << std::endl;
+    return failed == 0 ? 0 : 1;
+  }
+
+ private:
+  std::vector<Row> rows_;
+};
+
+bool gpu_visible() {
+  ProcessOptions o;
+  o.timeout_s = 30;
+  const ProcessResult r = run_process({"nvidia-smi", "-L"}, o);
+  return r.exited(0) && r.output.find("GPU 0") != std::string::npos;
+}
+
+/// CTest, with the counts and the names of the GPU-labelled cases that passed.
+void run_ctest(const Paths& paths, const std::string& label, Table& table) {
+  ProcessOptions o;
+  o.timeout_s = 3600;
+  o.echo = true;
+  std::vector<std::string> argv = {"ctest", "--test-dir", paths.build.string(), "-j",
+                                   std::to_string(build_jobs()), "--output-on-failure", "--no-tests=error"};
+  if (!label.empty()) argv.insert(argv.end(), {"-L", label});
+  const ProcessResult r = run_process(argv, o);
+  // "  3/25 Test  #3: lab01_ref: vector_add at awkward sizes ...   Passed    0.01 sec"
+  static const std::regex row(R"(Test +#\d+: (.+?) \.+\s*(\*\*\*)?(Passed|Failed|Skipped|Not Run|Timeout|Exception)?)");
+  std::set<std::string> passed_names;
+  int passed = 0, failed = 0, skipped = 0;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, row)) continue;
+    const std::string outcome = m[3].str();
+    if (line.find("Skipped") != std::string::npos || line.find("Not Run") != std::string::npos && line.find("Disabled") == std::string::npos) {
+      ++skipped;
+    } else if (outcome == "Passed") {
+      ++passed;
+      passed_names.insert(m[1].str());
+    } else {
+      ++failed;
+    }
+  }
+  table.add("ctest", r.exited(0) && failed == 0 ? "pass" : "fail",
+            std::to_string(passed) + " passed, " + std::to_string(failed) + " failed, " +
+                std::to_string(skipped) + " skipped (GPU cases without a GPU)");
+  if (!gpu_visible()) {
+    // Honesty check: without a GPU no [gpu] case may report passed.
+    const ProcessResult listed = run_process({"ctest", "--test-dir", paths.build.string(), "-N", "-L", "gpu"}, {});
+    std::istringstream names(listed.output);
+    int gpu_cases = 0;
+    std::vector<std::string> wrongly_passed;
+    static const std::regex listed_row(R"(Test +#\d+: (.+)$)");
+    for (std::string line; std::getline(names, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, listed_row)) continue;
+      ++gpu_cases;
+      if (passed_names.count(m[1].str())) wrongly_passed.push_back(m[1].str());
+    }
+    table.add("ctest: no [gpu] case passes without a GPU", wrongly_passed.empty() ? "pass" : "fail",
+              wrongly_passed.empty() ? std::to_string(gpu_cases) + " [gpu] cases, none reported passed"
+                                     : "reported passed: " + wrongly_passed.front());
+  }
+}
+
+/// A variant that must fail: exit 1 (or a time-out) is a kill; 77 means it needs a GPU to be
+/// judged; 0 means the tests did not notice it.
+void expect_failure(const std::string& what, const std::string& exe, Table& table) {
+  ProcessOptions o;
+  o.timeout_s = 600;
+  o.env = {{"GPULAB_SEED", "12345"}};
+  // Performance and very large cases add minutes and catch nothing the others miss.
+  const ProcessResult r = run_process({exe, "~[perf]~[big]", "--reporter", "compact"}, o);
+  if (r.exited(77)) {
+    table.add(what + " fails its tests", "skip", "its [cpu] cases pass; the [gpu] cases that would catch it need a GPU");
+  } else if (r.exited(0)) {
+    table.add(what + " fails its tests", "fail", "every test passed: the tests do not notice this change");
+  } else {
+    table.add(what + " fails its tests", "pass", r.describe());
+  }
+}
+
+/// Builds a planted submission from the reference and one textual change, grades it, and checks
+/// it was caught for the expected reason.
+void check_planted(const Paths& paths, const Lab& lab, const nlohmann::json& spec, bool gpu, Table& table) {
+  const std::string name = "lab " + lab.number + " planted: " + spec.value("name", "?");
+  const bool needs_gpu = spec.value("needs_gpu", false);
+  if (needs_gpu && !gpu) {
+    table.add(name, "skip", "needs a GPU");
+    return;
+  }
+  const fs::path dir = paths.build / "planted" / lab.number / content_hash(spec.dump());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // "changes": [{"replace": ..., "with": ...}, ...] or a single "replace"/"with" pair, in "file".
+  nlohmann::json changes = spec.value("changes", nlohmann::json::array());
+  if (spec.contains("replace")) changes.push_back({{"replace", spec["replace"]}, {"with", spec["with"]}});
+  for (const std::string& f : lab.files) {
+    std::string text = read_text(lab.solutions / f);
+    if (f == spec.value("file", "")) {
+      for (const auto& change : changes) {
+        const std::string from = change["replace"], to = change["with"];
+        const std::size_t at = text.find(from);
+        if (at == std::string::npos) {
+          table.add(name, "fail", "the text to replace is no longer in solutions/" + lab.slug + "/" + f + ": update planted.json");
+          return;
+        }
+        text.replace(at, from.size(), to);
+      }
+    }
+    write_text(dir / f, text);
+  }
+  const auto before = hash_tree(dir);
+  GradeOptions g;
+  g.lab = lab.number;
+  g.submission = dir.string();
+  g.quiet = true;
+  g.seed = 12345;
+  g.rounds = 1;
+  g.timeout_s = spec.value("timeout_s", 0.0);
+  std::cout << "selftest: grading planted submission \"" << spec.value("name", "?") << "\"\n";
+  const GradeResult r = grade(paths, g);
+  std::string problem;
+  // "expect_exit": a code, or a list of acceptable codes ([0, 2]: nothing failed).
+  std::vector<int> want_exit;
+  if (spec.contains("expect_exit") && spec["expect_exit"].is_array()) {
+    want_exit = spec["expect_exit"].get<std::vector<int>>();
+  } else {
+    want_exit = {spec.value("expect_exit", 1)};
+  }
+  if (std::find(want_exit.begin(), want_exit.end(), r.exit_code) == want_exit.end()) {
+    problem = "exit " + std::to_string(r.exit_code) + ", expected " + nlohmann::json(want_exit).dump();
+  }
+  const std::string want_failed = spec.value("expect_failed", "");
+  const std::string want_detail = spec.value("expect_detail", "");
+  bool found = want_failed.empty();
+  for (const Check& c : r.checks) {
+    if (c.name != want_failed || c.status != "fail") continue;
+    std::string all;
+    for (const auto& d : c.details) all += d + "\n";
+    found = want_detail.empty() || all.find(want_detail) != std::string::npos;
+  }
+  if (problem.empty() && !found) problem = "check \"" + want_failed + "\" did not fail" + (want_detail.empty() ? "" : " with \"" + want_detail + "\"");
+  if (problem.empty() && hash_tree(dir) != before) problem = "grading changed the submission's files";
+  table.add(name, problem.empty() ? "pass" : "fail",
+            !problem.empty() ? problem : want_failed.empty() ? "graded as expected: exit " + std::to_string(r.exit_code)
+                                                             : "caught: " + want_failed);
+}
+
+}  // namespace
+
+int selftest(const Paths& paths, const SelftestOptions& options) {
+  Table table;
+  const bool gpu = gpu_visible();
+  std::cout << "selftest: " << (gpu ? "a GPU is visible: GPU cases run" : "no GPU visible: GPU cases are skipped, never passed") << "\n";
+  if (options.build) {
+    BuildResult b = build_targets(paths, {}, /*echo=*/true);
+    if (b.ok) b = build_targets(paths, {"gpulab_variants"}, /*echo=*/true);
+    table.add("build (everything, skeletons and mutants included)", b.ok ? "pass" : "fail",
+              b.ok ? "" : b.diagnostics.substr(0, 2000));
+    if (!b.ok) return table.print();
+  }
+  run_ctest(paths, "", table);
+
+  std::vector<Lab> labs = discover_labs(paths);
+  if (!options.lab.empty()) {
+    const auto one = find_lab(paths, options.lab);
+    labs = one ? std::vector<Lab>{*one} : std::vector<Lab>{};
+  }
+  for (const Lab& lab : labs) {
+    const nlohmann::json info = load_labinfo(paths, lab.number);
+    if (info.is_null() || !info.value("buildable", false)) {
+      table.add("lab " + lab.number, "skip", info.is_null() ? "not configured" : info.value("reason", ""));
+      continue;
+    }
+    expect_failure("lab " + lab.number + " skeleton", info["variants"]["skeleton"]["exe"], table);
+    for (const auto& [region, m] : info["mutants"].items()) {
+      expect_failure("lab " + lab.number + " mutant " + region, m["exe"], table);
+    }
+    GradeOptions g;
+    g.lab = lab.number;
+    g.solutions = true;
+    g.quiet = true;
+    g.seed = 12345;
+    std::cout << "selftest: grading the reference of lab " << lab.number << "\n";
+    const GradeResult r = grade(paths, g);
+    const bool ok = r.exit_code == 0 || (r.exit_code == 2 && !gpu);
+    table.add("lab " + lab.number + " reference graded", ok ? "pass" : "fail",
+              r.exit_code == 2 ? "every check that can run here passed; the rest need a GPU" : "exit " + std::to_string(r.exit_code));
+    const fs::path planted = lab.tests / "planted.json";
+    if (fs::exists(planted)) {
+      for (const auto& spec : nlohmann::json::parse(read_text(planted))) check_planted(paths, lab, spec, gpu, table);
+    }
+    const auto gaps = lesson_gaps(lab);
+    table.add("lab " + lab.number + " lesson has a section per TODO", gaps.empty() ? "pass" : "fail",
+              gaps.empty() ? "" : gaps.front());
+  }
+
+  const std::vector<Lab> all = discover_labs(paths);
+  const auto changed = learner_changes(paths, all);
+  if (!changed.empty()) {
+    table.add("sync --check", "skip", "labs/ holds your own work (" + changed.front() + "); skeletons were checked from solutions/ instead");
+  } else {
+    const SyncReport s = sync_labs(paths, all, /*check=*/true, /*force=*/false);
+    table.add("sync --check", s.drift.empty() ? "pass" : "fail", s.drift.empty() ? "" : s.drift.front());
+  }
+  return table.print();
+}
+
+}  // namespace gpulab::cli
