@@ -17,9 +17,15 @@ foreach(line IN LISTS lines)
   string(REPLACE "\t" ";" fields "${line}")
   list(GET fields 0 kind)
   list(GET fields 1 name)
+  # GPU cases share one device: serialise them (RESOURCE_LOCK), so that a bandwidth measurement
+  # never overlaps another kernel and large cases do not compete for memory.
+  set(lock "")
+  if(kind STREQUAL "gpu")
+    set(lock " RESOURCE_LOCK gpu")
+  endif()
   string(APPEND content
     "add_test([==[${PREFIX}: ${name}]==] \"${EXE}\" [==[${name}]==])\n"
     "set_tests_properties([==[${PREFIX}: ${name}]==] PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${TIMEOUT}"
-    " LABELS \"${LABEL};${kind}\")\n")
+    " LABELS \"${LABEL};${kind}\"${lock})\n")
 endforeach()
 file(WRITE "${OUT}" "${content}")

@@ -97,10 +97,10 @@ int doctor(const Paths& paths, bool brief) {
   items.push_back({"nlohmann-json", json ? "ok" : "missing", "", json ? "" : "apt-get install nlohmann-json3-dev", json ? 0 : 1});
 
   // Needed by later labs and tools; missing ones limit those only.
-  if (probe({"mpirun", "--version"}, out)) items.push_back({"OpenMPI (labs 07–09)", "ok", first_line(out), "", 0});
-  else items.push_back({"OpenMPI (labs 07–09)", "missing", "", "apt-get install openmpi-bin libopenmpi-dev", 2});
+  if (probe({"mpirun", "--version"}, out)) items.push_back({"OpenMPI (labs 07-09)", "ok", first_line(out), "", 0});
+  else items.push_back({"OpenMPI (labs 07-09)", "missing", "", "apt-get install openmpi-bin libopenmpi-dev", 2});
   const bool nccl = fs::exists("/usr/include/nccl.h") || fs::exists("/usr/local/cuda/include/nccl.h");
-  items.push_back({"NCCL (labs 07–09, multi-GPU)", nccl ? "ok" : "missing", "", nccl ? "" : "apt-get install libnccl-dev (NVIDIA's repository)", nccl ? 0 : 2});
+  items.push_back({"NCCL (labs 07-09, multi-GPU)", nccl ? "ok" : "missing", "", nccl ? "" : "apt-get install libnccl-dev (NVIDIA's repository)", nccl ? 0 : 2});
   if (probe({"compute-sanitizer", "--version"}, out) || fs::exists("/usr/local/cuda/bin/compute-sanitizer")) {
     items.push_back({"compute-sanitizer", "ok", "", "", 0});
   } else {

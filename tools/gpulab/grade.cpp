@@ -228,8 +228,8 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
     if (not_run > 0 && !r.not_run_reason.empty()) std::cout << " (" << r.not_run_reason << ")";
     std::cout << "  →  exit " << r.exit_code << '\n';
     if (failed == 0 && not_run > 0) {
-      std::cout << "  The checks marked N/A could not run on this machine; nothing ran is counted as passed.\n"
-                   "  Grade on a machine with an NVIDIA GPU to complete the grade.\n";
+      std::cout << "  The checks marked N/A could not run on this machine; none of them is counted as passed.\n"
+                   "  ./gpulab doctor shows what this machine lacks; grade where it is present to complete the grade.\n";
     }
     if (!options.json_path.empty()) write_text(options.json_path, r.to_json().dump(2) + "\n");
     return r;
@@ -357,22 +357,32 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
   }
   {
     Check linked = build_step("link with the tests", target);
-    if (linked.status == "fail") {
-      add(linked);
-      return finish(result);
-    }
+    add(linked);
+    if (linked.status == "fail") return finish(result);
   }
 
   std::string list_error;
-  const std::vector<Case> cases = list_cases(exe, list_error);
+  std::vector<Case> cases = list_cases(exe, list_error);
   if (cases.empty()) {
     add({"list test cases", "build", "", "fail", 0, {list_error.empty() ? "no test cases" : list_error}, {}});
     return finish(result);
   }
+  if (!options.cases.empty()) {
+    std::vector<Case> chosen;
+    for (const std::string& name : options.cases) {
+      const auto it = std::find_if(cases.begin(), cases.end(), [&](const Case& c) { return c.name == name; });
+      if (it == cases.end()) {
+        add({"--case " + name, "build", "", "fail", 0, {"lab " + lab->number + " has no test case of that name"}, {}});
+        return finish(result);
+      }
+      chosen.push_back(*it);
+    }
+    cases = chosen;
+  }
   const double timeout_s = options.timeout_s > 0 ? options.timeout_s : info.value("timeout_s", 120.0);
 
   int index = 0;
-  bool gpu_ran = false;
+  bool gpu_missing = false;
   std::string skip_reason;
   std::vector<const Case*> perf_cases;
   for (const Case& c : cases) {
@@ -381,16 +391,17 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       continue;
     }
     const CaseRun run = run_case(exe, c, log_dir, index++, result.seed, timeout_s);
-    if (c.where == "gpu" && !run.process.exited(77)) gpu_ran = true;
+    if (c.where == "gpu" && run.process.exited(77)) gpu_missing = true;
     if (!run.skip_reason.empty()) skip_reason = run.skip_reason;
     add(judge_case(c, run, lab->meta, timeout_s));
   }
 
-  // Performance: only measured where the GPU cases ran; learner and reference alternate.
+  // Performance: measured where a GPU is usable (a [gpu] case that exits 77 says it is not);
+  // learner and reference alternate.
   if (!perf_cases.empty()) {
     const nlohmann::json perf_meta = lab->meta.value("performance", nlohmann::json::array());
     const std::string ref_exe = info["variants"]["ref"]["exe"];
-    if (gpu_ran && variant != "ref") {
+    if (!gpu_missing && variant != "ref") {
       const BuildResult b = build_targets(paths, {info["variants"]["ref"]["target"].get<std::string>()});
       if (!b.ok) {
         add({"build the reference", "build", "", "fail", 0, {b.diagnostics}, {}});
@@ -403,7 +414,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
         if (p.value("case", "") == c->name) spec = p;
       }
       Check check{c->name, "performance", c->where, "fail", 0, {}, {}, {}};
-      if (!gpu_ran) {
+      if (gpu_missing) {
         check.status = "not-run";
         check.details.push_back("needs a GPU" + (skip_reason.empty() ? std::string() : ": " + skip_reason));
         add(check);
@@ -411,12 +422,18 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       }
       std::map<std::string, std::vector<double>> fraction, value, baseline;
       std::string failure;
-      for (int round = 0; round < std::max(1, options.rounds) && failure.empty(); ++round) {
+      bool skipped = false;
+      for (int round = 0; round < std::max(1, options.rounds) && failure.empty() && !skipped; ++round) {
         for (const std::string side : {std::string("learner"), std::string("reference")}) {
           if (side == "reference" && variant == "ref") continue;
           const CaseRun run = run_case(side == "learner" ? exe : ref_exe, *c, log_dir, index++,
                                        result.seed, 600.0);
           check.seconds += run.process.seconds;
+          if (run.process.exited(77)) {
+            skipped = gpu_missing = true;
+            if (!run.skip_reason.empty()) skip_reason = run.skip_reason;
+            break;
+          }
           if (!run.process.exited(0)) {
             const Check why = judge_case(*c, run, lab->meta, 600.0);
             failure = side + " run " + run.process.describe() +
@@ -432,6 +449,12 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
             check.data["baseline_name"] = rec.value("baseline_name", "");
           }
         }
+      }
+      if (skipped) {
+        check.status = "not-run";
+        check.details.push_back("needs a GPU" + (skip_reason.empty() ? std::string() : ": " + skip_reason));
+        add(check);
+        continue;
       }
       if (!failure.empty() || fraction["learner"].empty()) {
         check.details.push_back(failure.empty() ? "no measurement recorded" : failure);
@@ -474,7 +497,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       add(check);
     }
   }
-  if (!gpu_ran) result.not_run_reason = skip_reason.empty() ? "no GPU" : skip_reason;
+  if (gpu_missing) result.not_run_reason = skip_reason.empty() ? "no GPU" : skip_reason;
 
   // Grading never changes the learner's files or the reference.
   const bool untouched = hash_tree(lab->labs) == before_labs && hash_tree(lab->solutions) == before_solutions &&

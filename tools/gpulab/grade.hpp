@@ -27,6 +27,7 @@ struct GradeOptions {
   int rounds = 3;                  ///< performance: learner/reference alternations
   bool quiet = false;              ///< print only failures and the result line
   double timeout_s = 0;            ///< per test case; 0 = the lab's own limit
+  std::vector<std::string> cases;  ///< run only these test cases (exact names); empty = all
 };
 
 /// One line of the scorecard.

@@ -66,7 +66,7 @@ int start(const cli::Paths& paths) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"gpulab: a CUDA course and lab suite. Run it as ./gpulab <command>."};
+  CLI::App app{"gpulab: a CUDA course and lab suite. Run it as ./gpulab <command>.", "./gpulab"};
   app.require_subcommand(1);
   const cli::Paths paths = cli::Paths::from_environment();
 
@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 50));
   grade_cmd->add_option("--timeout", grade_options.timeout_s, "seconds per test case (default: the lab's limit)");
   grade_cmd->add_flag("--quiet", grade_options.quiet, "print only failures and the result");
+  grade_cmd->add_option("--case", grade_options.cases, "run only this test case (repeatable; exact name)");
 
   bool check = false, force = false;
   auto* sync_cmd = app.add_subcommand("sync", "write labs/ from solutions/ (instructors); never over your changes");
