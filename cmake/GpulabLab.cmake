@@ -46,6 +46,24 @@ function(_gpulab_rendered_exe name num slug mode region sources)
   _gpulab_lab_exe(${name} ${num} "${out_dir}" "${sources}" ON)
 endfunction()
 
+# gpulab_register_tests(<target> <label> <timeout>): one CTest entry per test case of a test
+# program, discovered after each build (the program lists its cases with --gpulab-list, which
+# also enforces the [cpu]/[gpu] tags), labelled <label> and cpu or gpu.
+function(gpulab_register_tests target label timeout)
+  set(tests_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests.cmake")
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND "${CMAKE_COMMAND}" -D "EXE=$<TARGET_FILE:${target}>" -D "OUT=${tests_file}"
+            -D "PREFIX=${target}" -D "LABEL=${label}" -D "TIMEOUT=${timeout}"
+            -P "${GPULAB_CMAKE_DIR}/GpulabWriteTests.cmake"
+    VERBATIM)
+  # CTest reads this file; before the first build it registers one failing placeholder.
+  set(include_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_include.cmake")
+  file(WRITE "${include_file}"
+       "if(EXISTS \"${tests_file}\")\n  include(\"${tests_file}\")\nelse()\n"
+       "  add_test(${target}_NOT_BUILT \"${CMAKE_COMMAND}\" -E false)\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${include_file}")
+endfunction()
+
 function(gpulab_add_lab slug)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "TIMEOUT" "SOURCES;TESTS;LIBRARIES")
   string(SUBSTRING "${slug}" 0 2 num)
@@ -126,18 +144,8 @@ function(gpulab_add_lab slug)
   add_custom_target(lab${num}_variants DEPENDS ${variant_targets})
   add_dependencies(gpulab_variants lab${num}_variants)
 
-  # CTest: one entry per reference test case, discovered after each build of lab${num}_ref.
-  set(tests_file "${CMAKE_CURRENT_BINARY_DIR}/lab${num}_ref_tests.cmake")
-  add_custom_command(TARGET lab${num}_ref POST_BUILD
-    COMMAND "${CMAKE_COMMAND}" -D "EXE=$<TARGET_FILE:lab${num}_ref>" -D "OUT=${tests_file}"
-            -D "PREFIX=lab${num}_ref" -D "LABEL=lab${num}" -D "TIMEOUT=${ARG_TIMEOUT}"
-            -P "${GPULAB_CMAKE_DIR}/GpulabWriteTests.cmake"
-    VERBATIM)
-  set(include_file "${CMAKE_CURRENT_BINARY_DIR}/lab${num}_ref_include.cmake")
-  file(WRITE "${include_file}"
-       "if(EXISTS \"${tests_file}\")\n  include(\"${tests_file}\")\nelse()\n"
-       "  add_test(lab${num}_ref_NOT_BUILT \"${CMAKE_COMMAND}\" -E false)\nendif()\n")
-  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${include_file}")
+  # CTest: one entry per reference test case.
+  gpulab_register_tests(lab${num}_ref lab${num} ${ARG_TIMEOUT})
 
   # What the CLI needs to know about this lab.
   list(TRANSFORM ARG_SOURCES PREPEND "\"" OUTPUT_VARIABLE q)
