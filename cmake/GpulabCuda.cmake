@@ -41,3 +41,14 @@ if(GPULAB_ENABLE_CUDA)
                     "Run ./gpulab doctor for how to install one.")
   endif()
 endif()
+
+# NCCL: the multi-GPU backend of the distributed labs (optional; without it the NCCL backend
+# reports that it is not built in).
+set(GPULAB_HAVE_NCCL OFF)
+if(GPULAB_HAVE_CUDA)
+  find_package(NCCL QUIET)
+  if(NCCL_FOUND)
+    set(GPULAB_HAVE_NCCL ON)
+    message(STATUS "gpulab: NCCL ${NCCL_LIBRARY}")
+  endif()
+endif()

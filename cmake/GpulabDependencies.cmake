@@ -19,3 +19,13 @@ endfunction()
 _gpulab_header_dep(gpulab::catch2 catch2/catch.hpp catch2)
 _gpulab_header_dep(gpulab::cli11 CLI/CLI.hpp libcli11-dev)
 _gpulab_header_dep(gpulab::json nlohmann/json.hpp nlohmann-json3-dev)
+
+# MPI (OpenMPI on Debian: openmpi-bin, libopenmpi-dev): the distributed labs need it; without it
+# they are left out and `gpulab doctor` says how to install it.
+find_package(MPI COMPONENTS CXX QUIET)
+set(GPULAB_HAVE_MPI ${MPI_CXX_FOUND})
+if(GPULAB_HAVE_MPI)
+  message(STATUS "gpulab: MPI ${MPI_CXX_VERSION}, launcher ${MPIEXEC_EXECUTABLE}")
+else()
+  message(STATUS "gpulab: MPI not found; the distributed labs are left out (apt-get install libopenmpi-dev openmpi-bin)")
+endif()

@@ -1,5 +1,8 @@
 # gpulab_add_lab(<NN-slug> SOURCES <file names in the lab folder> TESTS <test sources>
-#                [LIBRARIES <extra libraries the tests need>] [TIMEOUT <seconds per test case>])
+#                [LIBRARIES <libraries the lab and its tests need>] [TIMEOUT <seconds per case>]
+#                [MAIN <test main library>] [MPI_RANKS <W...>] [PERF_RANKS <W...>])
+# MPI_RANKS: the lab is distributed; every case runs under mpirun once per W (PERF_RANKS for the
+# [perf] cases), in CTest and in the grader. MAIN defaults to gpulab_catch_main_cuda.
 #
 # From one list of sources it creates, for lab NN:
 #   labNN_ref        solutions/NN-slug/            (the reference; its cases are registered in CTest)
@@ -24,7 +27,7 @@ function(_gpulab_lab_exe name num dir sources exclude)
   add_library(${name}_src OBJECT ${files})
   target_link_libraries(${name}_src PRIVATE gpulab lab${num}_interface)
   add_executable(${name} $<TARGET_OBJECTS:${name}_src>)
-  target_link_libraries(${name} PRIVATE lab${num}_tests gpulab_catch_main_cuda)
+  target_link_libraries(${name} PRIVATE lab${num}_tests lab${num}_main)
   if(exclude)
     set_target_properties(${name}_src ${name} PROPERTIES EXCLUDE_FROM_ALL ON)
   endif()
@@ -46,16 +49,26 @@ function(_gpulab_rendered_exe name num slug mode region sources)
   _gpulab_lab_exe(${name} ${num} "${out_dir}" "${sources}" ON)
 endfunction()
 
-# gpulab_register_tests(<target> <label> <timeout>): one CTest entry per test case of a test
-# program, discovered after each build (the program lists its cases with --gpulab-list, which
-# also enforces the [cpu]/[gpu] tags), labelled <label> and cpu or gpu.
+# gpulab_register_tests(<target> <label> <timeout> [MPI_RANKS <W...>] [PERF_RANKS <W...>]):
+# one CTest entry per test case of a test program, discovered after each build (the program
+# lists its cases with --gpulab-list, which also enforces the [cpu]/[gpu] tags), labelled <label>
+# and cpu or gpu. With MPI_RANKS, one entry per case and W, run by `gpulab-cli mpirun` (mpirun
+# with a time limit, per-rank output files and no orphans), labelled mpi too.
 function(gpulab_register_tests target label timeout)
+  cmake_parse_arguments(PARSE_ARGV 3 ARG "" "" "MPI_RANKS;PERF_RANKS")
   set(tests_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests.cmake")
+  string(REPLACE ";" "," ranks "${ARG_MPI_RANKS}")
+  string(REPLACE ";" "," perf_ranks "${ARG_PERF_RANKS}")
   add_custom_command(TARGET ${target} POST_BUILD
     COMMAND "${CMAKE_COMMAND}" -D "EXE=$<TARGET_FILE:${target}>" -D "OUT=${tests_file}"
             -D "PREFIX=${target}" -D "LABEL=${label}" -D "TIMEOUT=${timeout}"
+            -D "RANKS=${ranks}" -D "PERF_RANKS=${perf_ranks}" -D "CLI=$<TARGET_FILE:gpulab-cli>"
+            -D "LOGS=${CMAKE_CURRENT_BINARY_DIR}/mpi-logs"
             -P "${GPULAB_CMAKE_DIR}/GpulabWriteTests.cmake"
     VERBATIM)
+  if(ARG_MPI_RANKS)
+    add_dependencies(${target} gpulab-cli)
+  endif()
   # CTest reads this file; before the first build it registers one failing placeholder.
   set(include_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_include.cmake")
   file(WRITE "${include_file}"
@@ -65,7 +78,7 @@ function(gpulab_register_tests target label timeout)
 endfunction()
 
 function(gpulab_add_lab slug)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "TIMEOUT" "SOURCES;TESTS;LIBRARIES")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "TIMEOUT;MAIN" "SOURCES;TESTS;LIBRARIES;MPI_RANKS;PERF_RANKS")
   string(SUBSTRING "${slug}" 0 2 num)
   set(test_dir "${CMAKE_CURRENT_SOURCE_DIR}")
   set(sol_dir "${PROJECT_SOURCE_DIR}/solutions/${slug}")
@@ -73,6 +86,12 @@ function(gpulab_add_lab slug)
   set(sub_dir "${CMAKE_BINARY_DIR}/submission/${num}")
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
+  endif()
+  if(NOT ARG_MAIN)
+    set(ARG_MAIN gpulab_catch_main_cuda)
+  endif()
+  if(ARG_MPI_RANKS AND NOT ARG_PERF_RANKS)
+    set(ARG_PERF_RANKS ${ARG_MPI_RANKS})
   endif()
   set_property(GLOBAL APPEND PROPERTY GPULAB_LABS "${slug}")
 
@@ -87,16 +106,25 @@ function(gpulab_add_lab slug)
     endforeach()
   endforeach()
 
+  set(missing "")
   if(NOT GPULAB_HAVE_CUDA)
+    set(missing "no CUDA toolkit")
+  elseif(ARG_MPI_RANKS AND NOT GPULAB_HAVE_MPI)
+    set(missing "no MPI (apt-get install libopenmpi-dev openmpi-bin)")
+  endif()
+  if(missing)
     file(WRITE "${GPULAB_LABINFO_DIR}/${num}.json"
-         "{\"number\":\"${num}\",\"slug\":\"${slug}\",\"buildable\":false,\"reason\":\"no CUDA toolkit\"}\n")
-    message(STATUS "gpulab: lab ${slug} needs the CUDA toolkit; not built")
+         "{\"number\":\"${num}\",\"slug\":\"${slug}\",\"buildable\":false,\"reason\":\"${missing}\"}\n")
+    message(STATUS "gpulab: lab ${slug} not built: ${missing}")
     return()
   endif()
 
   # The interface header(s) in tests/NN-slug are owned by the tests; labs and solutions include them.
   add_library(lab${num}_interface INTERFACE)
   target_include_directories(lab${num}_interface INTERFACE "${test_dir}")
+  target_link_libraries(lab${num}_interface INTERFACE ${ARG_LIBRARIES})
+  add_library(lab${num}_main INTERFACE)
+  target_link_libraries(lab${num}_main INTERFACE ${ARG_MAIN})
   add_library(lab${num}_tests OBJECT ${ARG_TESTS})
   target_link_libraries(lab${num}_tests PUBLIC gpulab gpulab_testing lab${num}_interface ${ARG_LIBRARIES})
 
@@ -145,9 +173,11 @@ function(gpulab_add_lab slug)
   add_dependencies(gpulab_variants lab${num}_variants)
 
   # CTest: one entry per reference test case.
-  gpulab_register_tests(lab${num}_ref lab${num} ${ARG_TIMEOUT})
+  gpulab_register_tests(lab${num}_ref lab${num} ${ARG_TIMEOUT} MPI_RANKS ${ARG_MPI_RANKS} PERF_RANKS ${ARG_PERF_RANKS})
 
   # What the CLI needs to know about this lab.
+  string(REPLACE ";" "," mpi_ranks_json "${ARG_MPI_RANKS}")
+  string(REPLACE ";" "," perf_ranks_json "${ARG_PERF_RANKS}")
   list(TRANSFORM ARG_SOURCES PREPEND "\"" OUTPUT_VARIABLE q)
   list(TRANSFORM q APPEND "\"")
   list(JOIN q "," sources_json)
@@ -156,6 +186,7 @@ function(gpulab_add_lab slug)
   list(JOIN q "," regions_json)
   file(GENERATE OUTPUT "${GPULAB_LABINFO_DIR}/${num}.json" CONTENT
 "{\"number\":\"${num}\",\"slug\":\"${slug}\",\"buildable\":true,\"timeout_s\":${ARG_TIMEOUT},
+ \"mpi_ranks\":[${mpi_ranks_json}],\"perf_ranks\":[${perf_ranks_json}],
  \"sources\":[${sources_json}],\"regions\":[${regions_json}],
  \"test_dir\":\"${test_dir}\",\"submission_dir\":\"${sub_dir}\",
  \"variants\":{

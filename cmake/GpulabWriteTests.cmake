@@ -13,19 +13,37 @@ foreach(line IN LISTS lines)
     continue()
   endif()
   # Each line: <kind>\t<name>\t<tags>; names never hold tabs, brackets, commas or semicolons
-# (the test main refuses them).
+  # (the test main refuses them).
   string(REPLACE "\t" ";" fields "${line}")
   list(GET fields 0 kind)
   list(GET fields 1 name)
   # GPU cases share one device: serialise them (RESOURCE_LOCK), so that a bandwidth measurement
-  # never overlaps another kernel and large cases do not compete for memory.
+  # never overlaps another kernel and large cases do not compete for memory. MPI jobs are
+  # serialised too: several at once oversubscribe the cores and distort timings.
   set(lock "")
   if(kind STREQUAL "gpu")
     set(lock " RESOURCE_LOCK gpu")
   endif()
-  string(APPEND content
-    "add_test([==[${PREFIX}: ${name}]==] \"${EXE}\" [==[${name}]==])\n"
-    "set_tests_properties([==[${PREFIX}: ${name}]==] PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${TIMEOUT}"
-    " LABELS \"${LABEL};${kind}\"${lock})\n")
+  if(RANKS STREQUAL "")
+    string(APPEND content
+      "add_test([==[${PREFIX}: ${name}]==] \"${EXE}\" [==[${name}]==])\n"
+      "set_tests_properties([==[${PREFIX}: ${name}]==] PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${TIMEOUT}"
+      " LABELS \"${LABEL};${kind}\"${lock})\n")
+  else()
+    set(widths "${RANKS}")
+    if(fields MATCHES "\\[perf\\]")
+      set(widths "${PERF_RANKS}")
+    endif()
+    string(REPLACE "," ";" widths "${widths}")
+    string(MAKE_C_IDENTIFIER "${name}" log_name)
+    math(EXPR outer "${TIMEOUT} + 30")  # the launcher's own limit fires first and says so
+    foreach(w IN LISTS widths)
+      string(APPEND content
+        "add_test([==[${PREFIX}: ${name} (W=${w})]==] \"${CLI}\" mpirun --ranks ${w} --timeout ${TIMEOUT}"
+        " --logs \"${LOGS}/${log_name}-w${w}\" -- \"${EXE}\" [==[${name}]==])\n"
+        "set_tests_properties([==[${PREFIX}: ${name} (W=${w})]==] PROPERTIES SKIP_RETURN_CODE 77"
+        " TIMEOUT ${outer} LABELS \"${LABEL};${kind};mpi\" RESOURCE_LOCK \"mpi;gpu\")\n")
+    endforeach()
+  endif()
 endforeach()
 file(WRITE "${OUT}" "${content}")

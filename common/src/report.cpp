@@ -11,6 +11,10 @@ std::string& case_slot() {
   static std::string name;
   return name;
 }
+int& rank_slot() {
+  static int rank = -1;
+  return rank;
+}
 std::vector<nlohmann::json>& record_slot() {
   static std::vector<nlohmann::json> all;
   return all;
@@ -18,14 +22,18 @@ std::vector<nlohmann::json>& record_slot() {
 }  // namespace
 
 void set_current_case(const std::string& name) { case_slot() = name; }
+void set_rank(int rank) { rank_slot() = rank; }
 const std::string& current_case() { return case_slot(); }
 
 nlohmann::json record(nlohmann::json rec) {
   if (!rec.is_object()) rec = nlohmann::json{{"value", rec}};
   if (!rec.contains("case")) rec["case"] = case_slot();
+  if (rank_slot() >= 0) rec["rank"] = rank_slot();
   record_slot().push_back(rec);
   if (const char* path = std::getenv("GPULAB_REPORT"); path != nullptr && *path != '\0') {
-    std::ofstream out(path, std::ios::app);
+    const std::string file =
+        rank_slot() >= 0 ? std::string(path) + ".rank" + std::to_string(rank_slot()) : std::string(path);
+    std::ofstream out(file, std::ios::app);
     // Non-finite numbers are not JSON; dump() writes them as null, which the grader treats as
     // "not a number" and fails.
     out << rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';

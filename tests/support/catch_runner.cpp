@@ -14,9 +14,26 @@
 
 namespace {
 
-/// Names the running case for gpulab::report records.
+gpulab::testing::FatalFailureHook& fatal_hook() {
+  static gpulab::testing::FatalFailureHook hook = nullptr;
+  return hook;
+}
+
+/// Names the running case for gpulab::report records, and reports fatal failures to the hook.
 struct CaseNameListener : Catch::TestEventListenerBase {
   using TestEventListenerBase::TestEventListenerBase;
+  bool assertionEnded(Catch::AssertionStats const& stats) override {
+    const Catch::AssertionResult& r = stats.assertionResult;
+    const bool stops_case = !r.isOk() && !Catch::shouldContinueOnFailure(r.m_info.resultDisposition);
+    if (stops_case && fatal_hook() != nullptr) {
+      std::string message = r.getSourceInfo().file + std::string(":") + std::to_string(r.getSourceInfo().line) +
+                            ": " + (r.hasExpression() ? r.getExpressionInMacro() : std::string()) +
+                            (r.hasMessage() ? " " + r.getMessage() : std::string());
+      for (const auto& info : stats.infoMessages) message += "\n  " + info.message;
+      fatal_hook()(message);
+    }
+    return TestEventListenerBase::assertionEnded(stats);
+  }
   void testCaseStarting(Catch::TestCaseInfo const& info) override {
     gpulab::report::set_current_case(info.name);
   }
@@ -66,6 +83,8 @@ bool validate(const std::vector<Catch::TestCase>& cases) {
 CATCH_REGISTER_LISTENER(CaseNameListener)
 
 namespace gpulab::testing {
+
+void set_fatal_failure_hook(FatalFailureHook hook) { fatal_hook() = hook; }
 
 int run_tests(int argc, char** argv, DeviceProbeFn probe) {
   // Take our own flag out before Catch2 sees the command line.

@@ -19,4 +19,10 @@ using DeviceProbeFn = std::string (*)();
 /// Runs Catch2 with gpulab's rules (see the file comment).
 int run_tests(int argc, char** argv, DeviceProbeFn probe);
 
+/// Called when a case cannot go on (a REQUIRE failed or an exception escaped it), with Catch2's
+/// message. The MPI main uses it to abort every rank: the others would otherwise wait forever
+/// for messages this rank will never send.
+using FatalFailureHook = void (*)(const std::string& message);
+void set_fatal_failure_hook(FatalFailureHook hook);
+
 }  // namespace gpulab::testing

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include "build.hpp"
+#include "mpi.hpp"
 #include "gpulab/report.hpp"
 #include "gpulab/stats.hpp"
 #include "process.hpp"
@@ -55,6 +57,12 @@ std::string fixed(double v, int digits) {
   return b;
 }
 
+/// A measured figure with three significant digits (3970, 39.7, 3.97, 0.397).
+std::string figure(double v) {
+  const double a = std::fabs(v);
+  return fixed(v, a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3);
+}
+
 /// A test case as listed by the executable.
 struct Case {
   std::string where;  // cpu / gpu
@@ -84,24 +92,44 @@ std::vector<Case> list_cases(const std::string& exe, std::string& error) {
   return cases;
 }
 
-/// The result of one test process.
+/// The result of one test process (or one mpirun of W ranks).
 struct CaseRun {
   ProcessResult process;
   std::vector<nlohmann::json> records;
   std::string skip_reason;
+  std::vector<std::string> problems;  ///< launcher findings: a killed rank, an abort, leftovers
 };
 
+/// Runs one case: directly, or under mpirun with @p ranks ranks (ranks > 0).
 CaseRun run_case(const std::string& exe, const Case& c, const fs::path& log_dir, int index,
-                 std::uint64_t seed, double timeout_s) {
-  const fs::path report = log_dir / ("case-" + std::to_string(index) + ".jsonl");
-  fs::remove(report);
+                 std::uint64_t seed, double timeout_s, int ranks = 0) {
+  const std::string stem = "case-" + std::to_string(index);
+  const fs::path report = log_dir / (stem + ".jsonl");
   ProcessOptions o;
   o.timeout_s = timeout_s;
   o.env = {{"GPULAB_REPORT", report.string()}, {"GPULAB_SEED", std::to_string(seed)}};
+  const std::vector<std::string> command = {exe, c.name, "--reporter", "compact", "--durations", "no"};
   CaseRun run;
-  run.process = run_process({exe, c.name, "--reporter", "compact", "--durations", "no"}, o);
-  write_text(log_dir / ("case-" + std::to_string(index) + ".log"), run.process.output);
-  if (fs::exists(report)) run.records = gpulab::report::read_file(report.string());
+  if (ranks > 0) {
+    const MpiRun m = run_mpi(ranks, log_dir / (stem + "-ranks"), command, o);
+    run.process = m.process;
+    run.problems = m.problems;
+    if (!m.leftovers.empty()) run.problems.push_back(std::to_string(m.leftovers.size()) + " process(es) of the program were still running afterwards (now killed)");
+    std::string all = m.process.output;
+    for (int r = 0; r < ranks; ++r) {
+      std::istringstream in(m.rank_output[static_cast<std::size_t>(r)]);
+      for (std::string line; std::getline(in, line);) all += "[rank " + std::to_string(r) + "] " + line + "\n";
+      const fs::path rank_report = report.string() + ".rank" + std::to_string(r);
+      if (fs::exists(rank_report)) {
+        for (auto& rec : gpulab::report::read_file(rank_report.string())) run.records.push_back(std::move(rec));
+      }
+    }
+    run.process.output = all;
+  } else {
+    run.process = run_process(command, o);
+    if (fs::exists(report)) run.records = gpulab::report::read_file(report.string());
+  }
+  write_text(log_dir / (stem + ".log"), run.process.output);
   static const std::regex skipped(R"(gpulab: SKIPPED \d+ \[gpu\] case\(s\): (.*))");
   std::smatch m;
   if (std::regex_search(run.process.output, m, skipped)) run.skip_reason = m[1].str();
@@ -127,19 +155,40 @@ Check judge_case(const Case& c, const CaseRun& run, const nlohmann::json& meta, 
   const ProcessResult& p = run.process;
   std::set<std::string> hints;
   std::vector<std::string> not_run;
+  // Failures by message; in a distributed case, with the ranks that reported each.
+  std::vector<std::pair<std::string, std::vector<int>>> failures;
   for (const auto& rec : run.records) {
-    if (rec.contains("not_run")) not_run.push_back(rec.value("summary", ""));
+    if (rec.contains("not_run")) {
+      const std::string text = rec.value("summary", "");
+      if (std::find(not_run.begin(), not_run.end(), text) == not_run.end()) not_run.push_back(text);
+    }
     if (rec.value("ok", true) == false) {
-      if (check.details.size() < 5) check.details.push_back(rec.value("summary", rec.dump()));
+      const std::string text = rec.value("summary", rec.dump());
+      auto it = std::find_if(failures.begin(), failures.end(), [&](const auto& f) { return f.first == text; });
+      if (it == failures.end()) it = failures.insert(failures.end(), {text, {}});
+      if (rec.contains("rank")) it->second.push_back(rec["rank"].get<int>());
       if (rec.contains("hint") && hints.size() < 2) hints.insert(rec["hint"].get<std::string>());
     }
   }
-  if (p.exited(0)) {
+  for (const auto& [text, ranks] : failures) {
+    if (check.details.size() >= 5) break;
+    std::string who;
+    for (int r : ranks) who += (who.empty() ? "" : ",") + std::to_string(r);
+    check.details.push_back(ranks.empty() ? text : (ranks.size() > 1 ? "ranks " : "rank ") + who + ": " + text);
+  }
+  if (p.exited(0) && run.problems.empty()) {
     check.status = not_run.empty() ? "pass" : "not-run";
     check.details = not_run;
   } else if (p.exited(77)) {
     check.status = "not-run";
     check.details = {"needs a GPU: " + (run.skip_reason.empty() ? std::string("no CUDA device") : run.skip_reason)};
+  } else if (!run.problems.empty()) {
+    check.details.insert(check.details.begin(), run.problems.begin(), run.problems.end());
+    if (p.timed_out) {
+      hints.insert(meta.value("/hints/timeout"_json_pointer, std::string("a rank waits for a message that never comes")));
+    } else {
+      hints.insert(meta.value("/hints/crash"_json_pointer, std::string("a rank died; the others were stopped")));
+    }
   } else if (p.timed_out) {
     check.details.insert(check.details.begin(),
                          "did not finish within " + fixed(timeout_s, 0) + " s; the process was killed");
@@ -385,15 +434,24 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
   bool gpu_missing = false;
   std::string skip_reason;
   std::vector<const Case*> perf_cases;
+  // Distributed labs: every case under mpirun, once per width W.
+  const std::vector<int> widths = !options.ranks.empty() && info.contains("mpi_ranks") && !info["mpi_ranks"].empty()
+                                      ? options.ranks
+                                      : info.value("mpi_ranks", std::vector<int>{});
+  const std::vector<int> perf_widths = info.value("perf_ranks", std::vector<int>{});
   for (const Case& c : cases) {
     if (c.perf()) {
       perf_cases.push_back(&c);
       continue;
     }
-    const CaseRun run = run_case(exe, c, log_dir, index++, result.seed, timeout_s);
-    if (c.where == "gpu" && run.process.exited(77)) gpu_missing = true;
-    if (!run.skip_reason.empty()) skip_reason = run.skip_reason;
-    add(judge_case(c, run, lab->meta, timeout_s));
+    for (int w : widths.empty() ? std::vector<int>{0} : widths) {
+      const CaseRun run = run_case(exe, c, log_dir, index++, result.seed, timeout_s, w);
+      if (c.where == "gpu" && run.process.exited(77)) gpu_missing = true;
+      if (!run.skip_reason.empty()) skip_reason = run.skip_reason;
+      Check check = judge_case(c, run, lab->meta, timeout_s);
+      if (w > 0) check.name += " (W=" + std::to_string(w) + ")";
+      add(check);
+    }
   }
 
   // Performance: measured where a GPU is usable (a [gpu] case that exits 77 says it is not);
@@ -401,7 +459,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
   if (!perf_cases.empty()) {
     const nlohmann::json perf_meta = lab->meta.value("performance", nlohmann::json::array());
     const std::string ref_exe = info["variants"]["ref"]["exe"];
-    if (!gpu_missing && variant != "ref") {
+    if (variant != "ref") {
       const BuildResult b = build_targets(paths, {info["variants"]["ref"]["target"].get<std::string>()});
       if (!b.ok) {
         add({"build the reference", "build", "", "fail", 0, {b.diagnostics}, {}});
@@ -413,8 +471,9 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       for (const auto& p : perf_meta) {
         if (p.value("case", "") == c->name) spec = p;
       }
-      Check check{c->name, "performance", c->where, "fail", 0, {}, {}, {}};
-      if (gpu_missing) {
+      Check check{c->name + (perf_widths.empty() ? std::string() : " (W=" + std::to_string(perf_widths.front()) + ")"),
+                  "performance", c->where, "fail", 0, {}, {}, {}};
+      if (gpu_missing && c->where == "gpu") {
         check.status = "not-run";
         check.details.push_back("needs a GPU" + (skip_reason.empty() ? std::string() : ": " + skip_reason));
         add(check);
@@ -424,10 +483,11 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       std::string failure;
       bool skipped = false;
       for (int round = 0; round < std::max(1, options.rounds) && failure.empty() && !skipped; ++round) {
-        for (const std::string side : {std::string("learner"), std::string("reference")}) {
+        for (const char* side_name : {"learner", "reference"}) {
+          const std::string side = side_name;
           if (side == "reference" && variant == "ref") continue;
           const CaseRun run = run_case(side == "learner" ? exe : ref_exe, *c, log_dir, index++,
-                                       result.seed, 600.0);
+                                       result.seed, 600.0, perf_widths.empty() ? 0 : perf_widths.front());
           check.seconds += run.process.seconds;
           if (run.process.exited(77)) {
             skipped = gpu_missing = true;
@@ -441,10 +501,12 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
             break;
           }
           for (const auto& rec : run.records) {
-            if (rec.value("kind", "") != "performance") continue;
+            // One figure per run: in a distributed case every rank records the same one.
+            if (rec.value("kind", "") != "performance" || rec.value("rank", 0) != 0) continue;
             fraction[side].push_back(rec.value("fraction_of_baseline", 0.0));
             value[side].push_back(rec.value("value", 0.0));
             baseline[side].push_back(rec.value("baseline", 0.0));
+            if (rec.contains("note")) check.data["note"] = rec["note"];
             check.data["unit"] = rec.value("unit", "");
             check.data["baseline_name"] = rec.value("baseline_name", "");
           }
@@ -473,23 +535,25 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
                          {"reference_value", median(value[ref_side])},
                          {"baseline_value", median(baseline["learner"])},
                          {"rounds", fraction["learner"].size()}});
-      const std::string base_line = base_name + " " + fixed(median(baseline["learner"]), 0) + " " + unit;
+      const std::string base_line = base_name + " " + figure(median(baseline["learner"])) + " " + unit;
       bool ok = true;
       if (variant == "ref") {
         ok = learner_frac >= need_ref;
-        check.details.push_back("reference " + fixed(median(value["learner"]), 0) + " " + unit + " = " +
-                                fixed(100 * learner_frac, 1) + " % of " + base_line + "; target ≥ " +
-                                fixed(100 * need_ref, 0) + " %");
+        check.details.push_back("reference " + figure(median(value["learner"])) + " " + unit + " = " +
+                                fixed(100 * learner_frac, 1) + " % of " + base_line +
+                                (need_ref > 0 ? "; target ≥ " + fixed(100 * need_ref, 0) + " %"
+                                              : " (no absolute target: recorded in BENCHMARKS.md)"));
       } else {
         const double rel = ref_frac > 0 ? learner_frac / ref_frac : 0.0;
         ok = rel >= need_rel;
-        check.details.push_back("yours " + fixed(median(value["learner"]), 0) + " " + unit + " (" +
+        check.details.push_back("yours " + figure(median(value["learner"])) + " " + unit + " (" +
                                 fixed(100 * learner_frac, 1) + " % of " + base_line + ")");
-        check.details.push_back("reference " + fixed(median(value["reference"]), 0) + " " + unit + " (" +
+        check.details.push_back("reference " + figure(median(value["reference"])) + " " + unit + " (" +
                                 fixed(100 * ref_frac, 1) + " %);  yours = " + fixed(100 * rel, 1) +
                                 " % of it, need ≥ " + fixed(100 * need_rel, 0) + " %");
         check.data["fraction_of_reference"] = rel;
       }
+      if (check.data.contains("note")) check.details.push_back(check.data["note"].get<std::string>() + " (last run)");
       check.details.push_back("median of " + std::to_string(fraction["learner"].size()) +
                               " alternating runs, each the median of ≥ 11 timed samples after 200 ms of warm-up");
       check.status = ok ? "pass" : "fail";

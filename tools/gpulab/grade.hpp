@@ -28,6 +28,7 @@ struct GradeOptions {
   bool quiet = false;              ///< print only failures and the result line
   double timeout_s = 0;            ///< per test case; 0 = the lab's own limit
   std::vector<std::string> cases;  ///< run only these test cases (exact names); empty = all
+  std::vector<int> ranks;          ///< distributed labs: these widths W; empty = the lab's list
 };
 
 /// One line of the scorecard.

@@ -7,6 +7,7 @@
 #include "doctor.hpp"
 #include "grade.hpp"
 #include "labs.hpp"
+#include "mpi.hpp"
 #include "regions.hpp"
 #include "selftest.hpp"
 #include "sync.hpp"
@@ -90,6 +91,8 @@ int main(int argc, char** argv) {
   grade_cmd->add_option("--timeout", grade_options.timeout_s, "seconds per test case (default: the lab's limit)");
   grade_cmd->add_flag("--quiet", grade_options.quiet, "print only failures and the result");
   grade_cmd->add_option("--case", grade_options.cases, "run only this test case (repeatable; exact name)");
+  grade_cmd->add_option("--ranks", grade_options.ranks, "distributed labs: run on these numbers of ranks (default: the lab's, e.g. 2 3 4)")
+      ->check(CLI::Range(1, 256));
 
   bool check = false, force = false;
   auto* sync_cmd = app.add_subcommand("sync", "write labs/ from solutions/ (instructors); never over your changes");
@@ -101,6 +104,17 @@ int main(int argc, char** argv) {
   auto* selftest_cmd = app.add_subcommand("selftest", "the project's own tests (the README's test command)");
   selftest_cmd->add_option("--lab", selftest_options.lab, "only this lab");
   selftest_cmd->add_flag("--no-build", no_build, "do not build first");
+
+  int ranks = 2;
+  double mpi_timeout = 120;
+  std::string mpi_logs;
+  std::vector<std::string> mpi_command;
+  auto* mpirun_cmd = app.add_subcommand("mpirun", "run a program on W MPI ranks with a time limit (used by CTest)");
+  mpirun_cmd->group("");
+  mpirun_cmd->add_option("--ranks", ranks, "number of ranks")->check(CLI::Range(1, 1024));
+  mpirun_cmd->add_option("--timeout", mpi_timeout, "seconds before every rank is killed");
+  mpirun_cmd->add_option("--logs", mpi_logs, "folder for the per-rank output files")->required();
+  mpirun_cmd->add_option("command", mpi_command, "program and arguments (after --)")->required();
 
   std::string mode, region, lab_slug, input, output;
   auto* render_cmd = app.add_subcommand("render", "render a skeleton or mutant file (used by the build)");
@@ -126,6 +140,7 @@ int main(int argc, char** argv) {
       selftest_options.build = !no_build;
       return cli::selftest(paths, selftest_options);
     }
+    if (*mpirun_cmd) return cli::mpirun_command(ranks, mpi_timeout, mpi_logs, mpi_command);
     if (*render_cmd) {
       if (mode == "mutant" && region.empty()) throw std::invalid_argument("render --mode mutant needs --region");
       cli::write_text(output, cli::render(cli::read_text(input), input, lab_slug, mode == "mutant" ? region : ""));

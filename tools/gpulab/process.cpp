@@ -2,13 +2,17 @@
 /// @brief fork/exec with a process group, a deadline and a kill of the whole group.
 #include "process.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -17,6 +21,60 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+}  // namespace
+
+namespace {
+/// Every process below @p root (children, grandchildren, ...), from /proc.
+std::vector<pid_t> descendants(pid_t root) {
+  std::vector<std::pair<pid_t, pid_t>> parent_of;  // (pid, ppid)
+  if (DIR* proc = opendir("/proc")) {
+    while (dirent* e = readdir(proc)) {
+      char* end = nullptr;
+      const long pid = std::strtol(e->d_name, &end, 10);
+      if (*end != '\0' || pid <= 0) continue;
+      char path[64];
+      std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+      if (FILE* f = std::fopen(path, "r")) {
+        char buf[512];
+        const std::size_t got = std::fread(buf, 1, sizeof buf - 1, f);
+        std::fclose(f);
+        buf[got] = '\0';
+        // "pid (comm) state ppid ...": comm may hold spaces, so parse after the last ')'.
+        const char* close = std::strrchr(buf, ')');
+        char state = 0;
+        long ppid = 0;
+        if (close != nullptr && std::sscanf(close + 1, " %c %ld", &state, &ppid) == 2) {
+          parent_of.emplace_back(static_cast<pid_t>(pid), static_cast<pid_t>(ppid));
+        }
+      }
+    }
+    closedir(proc);
+  }
+  std::vector<pid_t> found = {root};
+  for (std::size_t k = 0; k < found.size(); ++k) {
+    for (const auto& [pid, ppid] : parent_of) {
+      if (ppid == found[k]) found.push_back(pid);
+    }
+  }
+  found.erase(found.begin());
+  return found;
+}
+
+/// Kills everything below this process and reaps what were our children. This process is a
+/// child subreaper (see run_process), so an orphan whose parent died — an MPI rank whose
+/// mpirun was killed, a grandchild that outlived its shell — is still below us and still found.
+void kill_all_descendants() {
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<pid_t> left = descendants(getpid());
+    if (left.empty()) break;
+    for (pid_t pid : left) kill(pid, SIGKILL);
+    usleep(20000);
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+  }
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
 }
 }  // namespace
 
@@ -29,6 +87,10 @@ std::string ProcessResult::describe() const {
 
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
   ProcessResult result;
+  // Orphans of the command (processes whose parent died) are re-parented to us rather than to
+  // init, so kill_all_descendants() can still find them.
+  static const bool subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+  (void)subreaper;
   int pipe_fds[2];
   if (argv.empty() || pipe(pipe_fds) != 0) {
     result.failed_to_start = true;
@@ -93,6 +155,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     }
     if (!reaped && options.timeout_s > 0 && since(start) > options.timeout_s) {
       result.timed_out = true;
+      // Ask first (mpirun then stops its ranks itself), then kill the whole tree.
       kill(-pid, SIGTERM);
       const auto grace = Clock::now();
       while (waitpid(pid, &status, WNOHANG) != pid) {
@@ -113,6 +176,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     }
   }
   close(pipe_fds[0]);
+  kill_all_descendants();
   result.seconds = since(start);
   if (!result.timed_out) {
     if (WIFEXITED(status)) {

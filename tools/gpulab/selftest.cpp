@@ -10,6 +10,7 @@
 
 #include "build.hpp"
 #include "grade.hpp"
+#include "mpi.hpp"
 #include "process.hpp"
 #include "sync.hpp"
 
@@ -75,7 +76,7 @@ void run_ctest(const Paths& paths, const std::string& label, Table& table) {
     std::smatch m;
     if (!std::regex_search(line, m, row)) continue;
     const std::string outcome = m[3].str();
-    if (line.find("Skipped") != std::string::npos || line.find("Not Run") != std::string::npos && line.find("Disabled") == std::string::npos) {
+    if (line.find("Skipped") != std::string::npos || line.find("Not Run") != std::string::npos) {
       ++skipped;
     } else if (outcome == "Passed") {
       ++passed;
@@ -112,20 +113,38 @@ void run_ctest(const Paths& paths, const std::string& label, Table& table) {
 }
 
 /// A variant that must fail: exit 1 (or a time-out) is a kill; 77 means it needs a GPU to be
-/// judged; 0 means the tests did not notice it.
-void expect_failure(const std::string& what, const std::string& exe, Table& table) {
+/// judged; 0 means the tests did not notice it. Distributed labs run under mpirun at each width
+/// until one fails.
+void expect_failure(const std::string& what, const std::string& exe, const nlohmann::json& info,
+                    const fs::path& logs, Table& table) {
   ProcessOptions o;
-  o.timeout_s = 600;
+  o.timeout_s = info.value("timeout_s", 120.0);
   o.env = {{"GPULAB_SEED", "12345"}};
-  // Performance and very large cases add minutes and catch nothing the others miss; --abort
-  // stops at the first failure, which is all this needs to know.
-  const ProcessResult r = run_process({exe, "~[perf]~[big]", "--abort", "--reporter", "compact"}, o);
+  // Performance and very large cases add minutes and catch nothing the others miss.
+  const std::vector<std::string> command = {exe, "~[perf]~[big]", "--reporter", "compact"};
+  const std::vector<int> widths = info.value("mpi_ranks", std::vector<int>{});
+  ProcessResult r;
+  std::string how;
+  if (widths.empty()) {
+    // --abort: stop at the first failure, which is all this needs to know. (Not under MPI: one
+    // rank stopping early would leave the others waiting.)
+    std::vector<std::string> abort_early = command;
+    abort_early.push_back("--abort");
+    r = run_process(abort_early, o);
+    how = r.describe();
+  } else {
+    for (int w : widths) {
+      r = run_mpi(w, logs, command, o).process;
+      how = r.describe() + " at W=" + std::to_string(w);
+      if (!r.exited(0)) break;
+    }
+  }
   if (r.exited(77)) {
     table.add(what + " fails its tests", "skip", "its [cpu] cases pass; the [gpu] cases that would catch it need a GPU");
   } else if (r.exited(0)) {
     table.add(what + " fails its tests", "fail", "every test passed: the tests do not notice this change");
   } else {
-    table.add(what + " fails its tests", "pass", r.describe());
+    table.add(what + " fails its tests", "pass", how);
   }
 }
 
@@ -167,6 +186,9 @@ void check_planted(const Paths& paths, const Lab& lab, const nlohmann::json& spe
   g.seed = 12345;
   g.rounds = 1;
   g.timeout_s = spec.value("timeout_s", 0.0);
+  // Distributed labs: one width is enough to catch a plant (default: a W that is not a power of
+  // two, the case most likely to expose chunk arithmetic), which keeps CI short.
+  g.ranks = spec.value("ranks", std::vector<int>{3});
   // Only the cases that matter for this plant (keeps the GPU run short): "cases" if given,
   // else the expected failing case when it is a test case; build-step plants stop before tests.
   if (spec.contains("cases")) {
@@ -195,13 +217,34 @@ void check_planted(const Paths& paths, const Lab& lab, const nlohmann::json& spe
   const std::string want_detail = spec.value("expect_detail", "");
   bool found = want_failed.empty();
   for (const Check& c : r.checks) {
-    if (c.name != want_failed || c.status != "fail") continue;
+    // Distributed cases are named "<case> (W=<width>)".
+    const bool same_case = c.name == want_failed || c.name.rfind(want_failed + " (W=", 0) == 0;
+    if (!same_case || c.status != "fail") continue;
     std::string all;
     for (const auto& d : c.details) all += d + "\n";
-    found = want_detail.empty() || all.find(want_detail) != std::string::npos;
+    found = found || want_detail.empty() || all.find(want_detail) != std::string::npos;
   }
   if (problem.empty() && !found) problem = "check \"" + want_failed + "\" did not fail" + (want_detail.empty() ? "" : " with \"" + want_detail + "\"");
+  // "expect_passed": cases that must still pass (e.g. "the values are right, only the traffic
+  // is wrong"): proves the failure came from the check meant to catch it.
+  for (const std::string want_pass : spec.value("expect_passed", std::vector<std::string>{})) {
+    for (const Check& c : r.checks) {
+      const bool same_case = c.name == want_pass || c.name.rfind(want_pass + " (W=", 0) == 0;
+      if (problem.empty() && same_case && c.status != "pass") problem = "\"" + c.name + "\" should pass but did not";
+    }
+  }
   if (problem.empty() && hash_tree(dir) != before) problem = "grading changed the submission's files";
+  if (problem.empty() && spec.value("expect_no_leftovers", false)) {
+    // run_mpi kills and reports survivors; either finding is a failure here.
+    const nlohmann::json info = load_labinfo(paths, lab.number);
+    const std::string exe = info["variants"]["sub"]["exe"];
+    for (const Check& c : r.checks) {
+      for (const auto& d : c.details) {
+        if (d.find("still running afterwards") != std::string::npos) problem = "processes were left behind: " + d;
+      }
+    }
+    if (problem.empty() && !processes_running(exe).empty()) problem = "processes of " + exe + " are still running";
+  }
   table.add(name, problem.empty() ? "pass" : "fail",
             !problem.empty() ? problem : want_failed.empty() ? "graded as expected: exit " + std::to_string(r.exit_code)
                                                              : "caught: " + want_failed);
@@ -236,9 +279,10 @@ int selftest(const Paths& paths, const SelftestOptions& options) {
       table.add("lab " + lab.number, "skip", info.is_null() ? "not configured" : info.value("reason", ""));
       continue;
     }
-    expect_failure("lab " + lab.number + " skeleton", info["variants"]["skeleton"]["exe"], table);
+    const fs::path logs = paths.build / "selftest" / ("mpi-" + lab.number);
+    expect_failure("lab " + lab.number + " skeleton", info["variants"]["skeleton"]["exe"], info, logs, table);
     for (const auto& [region, m] : info["mutants"].items()) {
-      expect_failure("lab " + lab.number + " mutant " + region, m["exe"], table);
+      expect_failure("lab " + lab.number + " mutant " + region, m["exe"], info, logs, table);
     }
     GradeOptions g;
     g.lab = lab.number;

@@ -19,6 +19,10 @@ void set_current_case(const std::string& name);
 /// The running test case's name, or "" outside one.
 const std::string& current_case();
 
+/// In a distributed test: this process is rank @p rank. Records then carry "rank" and go to
+/// GPULAB_REPORT + ".rank<r>", one file per rank (so concurrent writers never interleave).
+void set_rank(int rank);
+
 /// Appends @p record (an object) with "case" set; returns what was written.
 nlohmann::json record(nlohmann::json record);
 

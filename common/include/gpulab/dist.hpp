@@ -1,0 +1,135 @@
+/// @file dist.hpp
+/// @brief Communicator: point-to-point between ranks, with traffic accounting, over MPI (host
+/// buffers), MPI with host staging or CUDA IPC (device buffers, ranks sharing a GPU) and NCCL
+/// (device buffers, one rank per GPU).
+///
+/// The collectives lab builds its all-reduce from isend / irecv / wait (or sendrecv, one ring
+/// step). Every byte sent is counted per destination (`traffic()`), so a test can check which
+/// algorithm ran. Library collectives — the Communicator's own `allreduce_sum`, and MPI_Allreduce
+/// & co. called directly (intercepted through the MPI profiling interface, PMPI) — are counted
+/// while a LearnerScope is alive, so learner code cannot hide one.
+///
+/// Backends (see choose_backend):
+///   kMpi        host memory; the reference everywhere, and the only one without a GPU
+///   kMpiStaging device memory; each message copied device → host → MPI → host → device
+///   kCudaIpc    device memory, ranks on one GPU; data copied device-to-device into the peer's
+///               buffer opened with cudaIpcOpenMemHandle, control messages over MPI
+///   kNccl       device memory, one rank per GPU; ncclSend/ncclRecv inside a group
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gpulab::dist {
+
+enum class Backend { kMpi, kMpiStaging, kCudaIpc, kNccl };
+/// "mpi", "mpi-staging", "cuda-ipc", "nccl".
+const char* to_string(Backend backend);
+/// The inverse of to_string; throws std::invalid_argument.
+Backend backend_from_string(const std::string& name);
+
+/// Where the buffers given to a communicator live.
+enum class Memory { kHost, kDevice };
+
+/// Messages and bytes this rank sent, per destination rank.
+struct Traffic {
+  std::vector<std::uint64_t> bytes_to;
+  std::vector<std::uint64_t> messages_to;
+  std::uint64_t bytes_sent() const;
+  std::uint64_t messages_sent() const;
+};
+
+/// A pending isend or irecv; complete it with Communicator::wait.
+struct Request {
+  MPI_Request mpi = MPI_REQUEST_NULL;
+  std::function<void()> on_complete;  ///< backend work after the message arrived (e.g. a copy)
+  int backend_slot = -1;              ///< backend bookkeeping (IPC, NCCL)
+  bool pending = false;
+};
+
+/// Point-to-point communication between the ranks of an MPI communicator.
+class Communicator {
+ public:
+  /// A communicator of the given backend over @p comm (ranks and size from it).
+  static std::unique_ptr<Communicator> create(Backend backend, MPI_Comm comm = MPI_COMM_WORLD);
+  virtual ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Backend backend() const { return backend_; }
+  Memory memory() const { return backend_ == Backend::kMpi ? Memory::kHost : Memory::kDevice; }
+
+  /// Starts sending @p count floats to @p dest. The buffer must not change until wait().
+  virtual Request isend(const float* buffer, std::size_t count, int dest) = 0;
+  /// Starts receiving @p count floats from @p source. Messages between two ranks arrive in the
+  /// order they were sent.
+  virtual Request irecv(float* buffer, std::size_t count, int source) = 0;
+  /// Completes one request (and makes progress on the others).
+  virtual void wait(Request& request) = 0;
+  /// Completes all of them, in order.
+  void wait_all(std::vector<Request>& requests);
+  /// One ring step: send to @p dest and receive from @p source at once (no deadlock when every
+  /// rank does the same). Counts of 0 send or receive nothing.
+  void sendrecv(const float* send, std::size_t send_count, int dest, float* recv,
+                std::size_t recv_count, int source);
+  virtual void barrier();
+
+  /// dst[i] += src[i] for i < count, in the buffers' memory (a loop, or a kernel).
+  virtual void add(float* dst, const float* src, std::size_t count) = 0;
+  /// dst[i] = src[i] for i < count, in the buffers' memory.
+  virtual void copy(float* dst, const float* src, std::size_t count) = 0;
+  /// At least @p count floats of scratch space in the buffers' memory, owned by the
+  /// communicator. Valid until scratch() is called again with a larger count.
+  virtual float* scratch(std::size_t count) = 0;
+
+  /// The library's all-reduce (sum): the baseline the lab compares with. recv may equal send.
+  /// Counted as a library collective inside a LearnerScope.
+  virtual void allreduce_sum(const float* send, float* recv, std::size_t count) = 0;
+
+  const Traffic& traffic() const { return traffic_; }
+  void reset_traffic();
+
+ protected:
+  Communicator(Backend backend, MPI_Comm comm);
+  void count_send(int dest, std::size_t count);
+  void check_peer(int peer, const char* what) const;
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  Backend backend_;
+  Traffic traffic_;
+};
+
+/// While alive, calls to library collectives are counted (see the file comment). Tests wrap
+/// the learner's call in one.
+class LearnerScope {
+ public:
+  LearnerScope();
+  ~LearnerScope();
+  LearnerScope(const LearnerScope&) = delete;
+  LearnerScope& operator=(const LearnerScope&) = delete;
+  static bool active();
+};
+
+/// Library collectives called inside LearnerScopes since the last reset, by name.
+const std::vector<std::string>& library_collectives_called();
+void reset_library_collectives();
+/// Records one call (used by the PMPI wrappers and the backends).
+void note_library_collective(const char* name);
+
+/// The backend for buffers in @p memory: GPULAB_DIST_BACKEND if set; host → kMpi; device →
+/// kNccl when every rank has a GPU of its own, kCudaIpc when ranks share one.
+Backend choose_backend(Memory memory, MPI_Comm comm = MPI_COMM_WORLD);
+
+/// Throws std::runtime_error with the MPI error string when @p code is not MPI_SUCCESS.
+void mpi_check(int code, const char* call, const char* file, int line);
+
+}  // namespace gpulab::dist
+
+/// Checks an MPI call (communicators should use MPI_ERRORS_RETURN for this to see errors).
+#define MPI_CHECK(call) ::gpulab::dist::mpi_check((call), #call, __FILE__, __LINE__)

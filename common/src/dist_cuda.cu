@@ -1,0 +1,431 @@
+/// @file dist_cuda.cu
+/// @brief Device backends of the Communicator: MPI with host staging, CUDA IPC (ranks sharing a
+/// GPU) and NCCL (one rank per GPU), and the choice between them.
+#include <cuda.h>          // CUresult, CUdeviceptr
+#include <cudaTypedefs.h>  // PFN_cuMemGetAddressRange
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#ifdef GPULAB_WITH_NCCL
+#include <nccl.h>
+#endif
+
+#include "dist_internal.hpp"
+#include "gpulab/check.hpp"
+#include "gpulab/device_buffer.hpp"
+
+namespace gpulab::dist::detail {
+namespace {
+
+__global__ void add_kernel(float* __restrict__ dst, const float* __restrict__ src, std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    dst[i] += src[i];
+  }
+}
+
+/// cuMemGetAddressRange (the allocation an interior pointer belongs to), fetched through the
+/// runtime: linking the driver library directly would make every test program need
+/// libcuda.so.1 at load time, and so fail to start on machines without a driver.
+CUresult memory_range(CUdeviceptr* base, std::size_t* size, CUdeviceptr ptr) {
+  static PFN_cuMemGetAddressRange_v3020 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 3020, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || f == nullptr) {
+      throw std::runtime_error("cuda-ipc: the driver has no cuMemGetAddressRange");
+    }
+    return reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(f);
+  }();
+  return fn(base, size, ptr);
+}
+
+/// Ranks on this node, and this rank's index among them.
+void local_rank_and_size(MPI_Comm comm, int& local_rank, int& local_size) {
+  MPI_Comm local;
+  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+  MPI_CHECK(MPI_Comm_rank(local, &local_rank));
+  MPI_CHECK(MPI_Comm_size(local, &local_size));
+  MPI_CHECK(MPI_Comm_free(&local));
+}
+
+/// Device work shared by the device backends: the device (local rank mod device count), a
+/// stream, device-side add / copy / scratch, and an all-reduce staged through host memory.
+class DeviceCommunicator : public Communicator {
+ public:
+  DeviceCommunicator(Backend backend, MPI_Comm comm) : Communicator(backend, comm) {
+    int local_rank = 0, local_size = 1, devices = 0;
+    local_rank_and_size(comm, local_rank, local_size);
+    CUDA_CHECK(cudaGetDeviceCount(&devices));
+    CUDA_CHECK(cudaSetDevice(local_rank % devices));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~DeviceCommunicator() override { cudaStreamDestroy(stream_); }
+
+  void add(float* dst, const float* src, std::size_t count) override {
+    if (count == 0) return;
+    int device = 0, sms = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const std::size_t blocks = std::min<std::size_t>((count + 255) / 256, static_cast<std::size_t>(sms) * 8);
+    add_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream_>>>(dst, src, count);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void copy(float* dst, const float* src, std::size_t count) override {
+    if (count == 0 || dst == src) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  float* scratch(std::size_t count) override {
+    if (scratch_.size() < count) scratch_ = DeviceBuffer<float>(count);
+    return scratch_.data();
+  }
+
+  /// The library all-reduce for device buffers without NCCL: MPI over host copies (the slow
+  /// path the lesson measures: packaged OpenMPI is not CUDA-aware).
+  void allreduce_sum(const float* send, float* recv, std::size_t count) override {
+    note_library_collective("Communicator::allreduce_sum");
+    std::vector<float> host(count);
+    if (count > 0) CUDA_CHECK(cudaMemcpy(host.data(), send, count * sizeof(float), cudaMemcpyDeviceToHost));
+    MPI_CHECK(PMPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_));
+    if (count > 0) CUDA_CHECK(cudaMemcpy(recv, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+  }
+
+ protected:
+  cudaStream_t stream_ = nullptr;
+  DeviceBuffer<float> scratch_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// kMpiStaging: device → host copy, MPI, host → device copy
+// ---------------------------------------------------------------------------------------------
+
+class StagingCommunicator final : public DeviceCommunicator {
+ public:
+  explicit StagingCommunicator(MPI_Comm comm) : DeviceCommunicator(Backend::kMpiStaging, comm) {}
+
+  Request isend(const float* buffer, std::size_t count, int dest) override {
+    check_peer(dest, "isend");
+    Request r;
+    r.backend_slot = next_slot_++;
+    std::vector<float>& host = staged_[r.backend_slot];
+    host.resize(count);
+    if (count > 0) CUDA_CHECK(cudaMemcpy(host.data(), buffer, count * sizeof(float), cudaMemcpyDeviceToHost));
+    MPI_CHECK(MPI_Isend(host.data(), static_cast<int>(count), MPI_FLOAT, dest, 0, comm_, &r.mpi));
+    r.pending = true;
+    count_send(dest, count);
+    return r;
+  }
+
+  Request irecv(float* buffer, std::size_t count, int source) override {
+    check_peer(source, "irecv");
+    Request r;
+    r.backend_slot = next_slot_++;
+    std::vector<float>& host = staged_[r.backend_slot];
+    host.resize(count);
+    MPI_CHECK(MPI_Irecv(host.data(), static_cast<int>(count), MPI_FLOAT, source, 0, comm_, &r.mpi));
+    const int slot = r.backend_slot;
+    r.on_complete = [this, slot, buffer, count] {
+      if (count > 0) CUDA_CHECK(cudaMemcpy(buffer, staged_[slot].data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    };
+    r.pending = true;
+    return r;
+  }
+
+  void wait(Request& request) override {
+    if (!request.pending) return;
+    MPI_CHECK(MPI_Wait(&request.mpi, MPI_STATUS_IGNORE));
+    request.pending = false;
+    if (request.on_complete) request.on_complete();
+    staged_.erase(request.backend_slot);
+  }
+
+ private:
+  std::map<int, std::vector<float>> staged_;
+  int next_slot_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// kCudaIpc: ranks sharing a GPU. The receiver sends the sender an IPC handle of its buffer's
+// allocation (plus offset and count); the sender copies device-to-device straight into it and
+// answers "done". Control messages go over MPI; a progress loop inside wait() serves both
+// directions, so a ring where every rank waits on its receive first cannot deadlock.
+// ---------------------------------------------------------------------------------------------
+
+constexpr int kTagReady = 101;
+constexpr int kTagDone = 102;
+
+struct ReadyMessage {
+  cudaIpcMemHandle_t handle;
+  std::uint64_t offset;
+  std::uint64_t count;
+};
+
+class IpcCommunicator final : public DeviceCommunicator {
+ public:
+  explicit IpcCommunicator(MPI_Comm comm) : DeviceCommunicator(Backend::kCudaIpc, comm) {}
+
+  ~IpcCommunicator() override {
+    for (auto& [key, ptr] : opened_) cudaIpcCloseMemHandle(ptr);
+  }
+
+  Request isend(const float* buffer, std::size_t count, int dest) override {
+    check_peer(dest, "isend");
+    Slot slot;
+    slot.send = true;
+    slot.peer = dest;
+    slot.src = buffer;
+    slot.count = count;
+    const int id = next_slot_++;
+    Slot& s = slots_.emplace(id, slot).first->second;
+    MPI_CHECK(MPI_Irecv(&s.ready, sizeof(ReadyMessage), MPI_BYTE, dest, kTagReady, comm_, &s.control));
+    send_order_.push_back(id);
+    count_send(dest, count);
+    Request r;
+    r.backend_slot = id;
+    r.pending = true;
+    return r;
+  }
+
+  Request irecv(float* buffer, std::size_t count, int source) override {
+    check_peer(source, "irecv");
+    Slot slot;
+    slot.peer = source;
+    slot.count = count;
+    const int id = next_slot_++;
+    Slot& s = slots_.emplace(id, slot).first->second;
+    // The allocation that holds `buffer`: IPC handles name whole cudaMalloc allocations.
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    const CUresult got = memory_range(&base, &size, reinterpret_cast<CUdeviceptr>(buffer));
+    if (got != CUDA_SUCCESS) throw std::runtime_error("cuda-ipc irecv: the buffer is not device memory from cudaMalloc");
+    auto cached = handles_.find(base);
+    if (cached == handles_.end()) {
+      cudaIpcMemHandle_t h;
+      CUDA_CHECK(cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base)));
+      cached = handles_.emplace(base, h).first;
+    }
+    s.ready.handle = cached->second;
+    s.ready.offset = reinterpret_cast<CUdeviceptr>(buffer) - base;
+    s.ready.count = count;
+    MPI_CHECK(MPI_Isend(&s.ready, sizeof(ReadyMessage), MPI_BYTE, source, kTagReady, comm_, &s.control));
+    MPI_CHECK(MPI_Irecv(&s.done_byte, 1, MPI_BYTE, source, kTagDone, comm_, &s.done));
+    Request r;
+    r.backend_slot = id;
+    r.pending = true;
+    return r;
+  }
+
+  void wait(Request& request) override {
+    if (!request.pending) return;
+    auto it = slots_.find(request.backend_slot);
+    if (it == slots_.end()) throw std::logic_error("cuda-ipc: unknown request");
+    Slot& s = it->second;
+    for (;;) {
+      progress();
+      if (s.send ? s.copied : test(s.done)) break;
+    }
+    // Both control messages of the slot are complete before it is forgotten.
+    MPI_CHECK(MPI_Wait(&s.control, MPI_STATUS_IGNORE));
+    MPI_CHECK(MPI_Wait(&s.done, MPI_STATUS_IGNORE));
+    slots_.erase(it);
+    request.pending = false;
+  }
+
+ private:
+  struct Slot {
+    bool send = false;
+    int peer = -1;
+    const float* src = nullptr;
+    std::size_t count = 0;
+    ReadyMessage ready{};
+    char done_byte = 0;
+    MPI_Request control = MPI_REQUEST_NULL;  // send: the ready message in; recv: it out
+    MPI_Request done = MPI_REQUEST_NULL;     // send: "done" out; recv: "done" in
+    bool copied = false;
+  };
+
+  bool test(MPI_Request& r) {
+    int flag = 0;
+    MPI_CHECK(MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
+    return flag != 0;
+  }
+
+  void* open(int peer, const cudaIpcMemHandle_t& handle) {
+    std::string key(reinterpret_cast<const char*>(&handle), sizeof handle);
+    key += std::to_string(peer);
+    auto it = opened_.find(key);
+    if (it != opened_.end()) return it->second;
+    void* ptr = nullptr;
+    CUDA_CHECK(cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess));
+    opened_.emplace(key, ptr);
+    return ptr;
+  }
+
+  /// Serves pending sends, oldest first per destination (the receiver matches "done" messages
+  /// in the order it posted its receives).
+  void progress() {
+    std::vector<int> blocked;  // destinations with an older send still waiting
+    for (auto id_it = send_order_.begin(); id_it != send_order_.end();) {
+      Slot& s = slots_.at(*id_it);
+      if (std::find(blocked.begin(), blocked.end(), s.peer) != blocked.end()) {
+        ++id_it;
+        continue;
+      }
+      if (!test(s.control)) {
+        blocked.push_back(s.peer);
+        ++id_it;
+        continue;
+      }
+      if (s.ready.count != s.count) {
+        throw std::runtime_error("cuda-ipc: rank " + std::to_string(rank_) + " sends " + std::to_string(s.count) +
+                                 " floats to rank " + std::to_string(s.peer) + ", which receives " +
+                                 std::to_string(s.ready.count));
+      }
+      if (s.count > 0) {
+        char* peer_base = static_cast<char*>(open(s.peer, s.ready.handle));
+        CUDA_CHECK(cudaMemcpyAsync(peer_base + s.ready.offset, s.src, s.count * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, stream_));
+        CUDA_CHECK(cudaStreamSynchronize(stream_));
+      }
+      MPI_CHECK(MPI_Isend(&s.done_byte, 1, MPI_BYTE, s.peer, kTagDone, comm_, &s.done));
+      s.copied = true;
+      id_it = send_order_.erase(id_it);
+    }
+  }
+
+  std::map<int, Slot> slots_;
+  std::deque<int> send_order_;
+  std::map<CUdeviceptr, cudaIpcMemHandle_t> handles_;
+  std::map<std::string, void*> opened_;
+  int next_slot_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// kNccl: one rank per GPU. isend/irecv are queued and issued together, inside one
+// ncclGroupStart/End, at the first wait: NCCL point-to-point calls outside a group block until
+// the peer's matching call, so a ring of plain sends would deadlock.
+// ---------------------------------------------------------------------------------------------
+
+#ifdef GPULAB_WITH_NCCL
+#define NCCL_CHECK(call)                                                                       \
+  do {                                                                                         \
+    const ncclResult_t gpulab_nccl_ = (call);                                                  \
+    if (gpulab_nccl_ != ncclSuccess)                                                           \
+      throw std::runtime_error(std::string("NCCL error: ") + ncclGetErrorString(gpulab_nccl_) + \
+                               "\n  in " #call "\n  at " __FILE__);                            \
+  } while (0)
+
+class NcclCommunicator final : public DeviceCommunicator {
+ public:
+  explicit NcclCommunicator(MPI_Comm comm) : DeviceCommunicator(Backend::kNccl, comm) {
+    ncclUniqueId id;
+    if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_CHECK(PMPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm_));
+    NCCL_CHECK(ncclCommInitRank(&nccl_, size_, id, rank_));
+  }
+  ~NcclCommunicator() override { ncclCommDestroy(nccl_); }
+
+  Request isend(const float* buffer, std::size_t count, int dest) override {
+    check_peer(dest, "isend");
+    count_send(dest, count);
+    return queue({true, dest, const_cast<float*>(buffer), count});
+  }
+  Request irecv(float* buffer, std::size_t count, int source) override {
+    check_peer(source, "irecv");
+    return queue({false, source, buffer, count});
+  }
+  void wait(Request& request) override {
+    if (!request.pending) return;
+    if (request.backend_slot >= flushed_) flush();
+    request.pending = false;
+  }
+  void allreduce_sum(const float* send, float* recv, std::size_t count) override {
+    note_library_collective("Communicator::allreduce_sum");
+    NCCL_CHECK(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, nccl_, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+ private:
+  struct Op {
+    bool send;
+    int peer;
+    float* buffer;
+    std::size_t count;
+  };
+  Request queue(const Op& op) {
+    queued_.push_back(op);
+    Request r;
+    r.backend_slot = issued_++;
+    r.pending = true;
+    return r;
+  }
+  void flush() {
+    NCCL_CHECK(ncclGroupStart());
+    for (const Op& op : queued_) {
+      if (op.count == 0) continue;
+      if (op.send) {
+        NCCL_CHECK(ncclSend(op.buffer, op.count, ncclFloat, op.peer, nccl_, stream_));
+      } else {
+        NCCL_CHECK(ncclRecv(op.buffer, op.count, ncclFloat, op.peer, nccl_, stream_));
+      }
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    queued_.clear();
+    flushed_ = issued_;
+  }
+  ncclComm_t nccl_ = nullptr;
+  std::vector<Op> queued_;
+  int issued_ = 0;   // requests handed out
+  int flushed_ = 0;  // requests below this index have completed
+};
+#endif
+
+}  // namespace
+
+std::unique_ptr<Communicator> create_device_communicator(Backend backend, MPI_Comm comm) {
+  switch (backend) {
+    case Backend::kMpiStaging:
+      return std::make_unique<StagingCommunicator>(comm);
+    case Backend::kCudaIpc:
+      return std::make_unique<IpcCommunicator>(comm);
+    case Backend::kNccl:
+#ifdef GPULAB_WITH_NCCL
+      return std::make_unique<NcclCommunicator>(comm);
+#else
+      throw std::runtime_error("the nccl backend is not built in: NCCL was not found at configure time");
+#endif
+    case Backend::kMpi:
+      break;
+  }
+  throw std::logic_error("create_device_communicator: not a device backend");
+}
+
+Backend choose_device_backend(MPI_Comm comm) {
+  int local_rank = 0, local_size = 1, size = 1, devices = 0;
+  local_rank_and_size(comm, local_rank, local_size);
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  CUDA_CHECK(cudaGetDeviceCount(&devices));
+  // A GPU for every rank on every node?
+  const int mine = local_size <= devices ? 1 : 0;
+  int all = 0;
+  MPI_CHECK(PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm));
+  int one_node = local_size == size ? 1 : 0;
+#ifdef GPULAB_WITH_NCCL
+  if (all == 1) return Backend::kNccl;
+#endif
+  return one_node ? Backend::kCudaIpc : Backend::kMpiStaging;
+}
+
+}  // namespace gpulab::dist::detail

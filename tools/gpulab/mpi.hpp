@@ -1,0 +1,40 @@
+/// @file mpi.hpp
+/// @brief Launching a distributed test: `mpirun -np W` with --oversubscribe (more ranks than
+/// cores is fine for tests), --allow-run-as-root only when root, one output file per rank, a
+/// time limit, and no process left behind.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "labs.hpp"
+#include "process.hpp"
+
+namespace gpulab::cli {
+
+struct MpiRun {
+  ProcessResult process;                ///< mpirun itself
+  std::vector<std::string> rank_output; ///< stdout + stderr of each rank, by rank
+  std::vector<std::string> problems;    ///< what the launcher said went wrong, one line each
+  std::vector<std::string> leftovers;   ///< processes still running the program afterwards (then killed)
+};
+
+/// The mpirun command line for @p ranks ranks running @p command, per-rank output under @p logs.
+std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std::vector<std::string>& command);
+
+/// Runs it with @p options (time limit, environment); collects each rank's output and the
+/// launcher's complaints ("rank 1 was killed by signal 9", "MPI_Abort on rank 2").
+MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& command,
+               const ProcessOptions& options);
+
+/// Lines of @p launcher_output that say which rank failed and how, shortened.
+std::vector<std::string> launcher_problems(const std::string& launcher_output);
+
+/// Processes (not zombies) whose command line mentions @p program, other than this one.
+std::vector<int> processes_running(const std::string& program);
+
+/// `gpulab-cli mpirun`: what CTest runs for each distributed case. Prints each rank's output
+/// under a "[rank r]" prefix and returns mpirun's exit code (124 after a time-out).
+int mpirun_command(int ranks, double timeout_s, const std::string& logs, const std::vector<std::string>& command);
+
+}  // namespace gpulab::cli
