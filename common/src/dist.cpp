@@ -195,6 +195,13 @@ std::unique_ptr<Communicator> Communicator::create(Backend backend, MPI_Comm com
   return detail::create_device_communicator(backend, comm);
 }
 
+bool backend_available(Backend backend, std::string* why, MPI_Comm comm) {
+  std::string reason;
+  const bool ok = backend == Backend::kMpi || detail::device_backend_available(backend, reason, comm);
+  if (why != nullptr) *why = reason;
+  return ok;
+}
+
 Backend choose_backend(Memory memory, MPI_Comm comm) {
   if (const char* env = std::getenv("GPULAB_DIST_BACKEND"); env != nullptr && *env != '\0') {
     return backend_from_string(env);

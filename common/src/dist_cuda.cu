@@ -412,20 +412,51 @@ std::unique_ptr<Communicator> create_device_communicator(Backend backend, MPI_Co
   throw std::logic_error("create_device_communicator: not a device backend");
 }
 
-Backend choose_device_backend(MPI_Comm comm) {
+namespace {
+/// What every rank sees, agreed on by all: does every rank have a GPU, a GPU of its own, and
+/// are all ranks on one node?
+struct Placement {
+  bool gpu_everywhere = false;
+  bool own_gpu_everywhere = false;
+  bool one_node = false;
+};
+Placement placement(MPI_Comm comm) {
   int local_rank = 0, local_size = 1, size = 1, devices = 0;
   local_rank_and_size(comm, local_rank, local_size);
   MPI_CHECK(MPI_Comm_size(comm, &size));
-  CUDA_CHECK(cudaGetDeviceCount(&devices));
-  // A GPU for every rank on every node?
-  const int mine = local_size <= devices ? 1 : 0;
-  int all = 0;
-  MPI_CHECK(PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm));
-  int one_node = local_size == size ? 1 : 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  cudaGetLastError();
+  int mine[3] = {devices > 0 ? 1 : 0, local_size <= devices ? 1 : 0, local_size == size ? 1 : 0};
+  int all[3] = {0, 0, 0};
+  MPI_CHECK(PMPI_Allreduce(mine, all, 3, MPI_INT, MPI_MIN, comm));
+  return {all[0] == 1, all[1] == 1, all[2] == 1};
+}
+}  // namespace
+
+bool device_backend_available(Backend backend, std::string& why, MPI_Comm comm) {
+  const Placement p = placement(comm);
+  why.clear();
+  if (!p.gpu_everywhere) {
+    why = "a rank has no GPU";
+  } else if (backend == Backend::kCudaIpc && !p.one_node) {
+    why = "ranks on several nodes (CUDA IPC works inside one node)";
+  } else if (backend == Backend::kNccl) {
 #ifdef GPULAB_WITH_NCCL
-  if (all == 1) return Backend::kNccl;
+    if (!p.own_gpu_everywhere) why = "ranks share a GPU (NCCL needs one GPU per rank)";
+#else
+    why = "not built with NCCL";
 #endif
-  return one_node ? Backend::kCudaIpc : Backend::kMpiStaging;
+  }
+  return why.empty();
+}
+
+Backend choose_device_backend(MPI_Comm comm) {
+  const Placement p = placement(comm);
+  if (!p.gpu_everywhere) throw std::runtime_error("device buffers need a GPU on every rank");
+#ifdef GPULAB_WITH_NCCL
+  if (p.own_gpu_everywhere) return Backend::kNccl;
+#endif
+  return p.one_node ? Backend::kCudaIpc : Backend::kMpiStaging;
 }
 
 }  // namespace gpulab::dist::detail

@@ -11,6 +11,11 @@ std::unique_ptr<Communicator> create_device_communicator(Backend backend, MPI_Co
                            " backend needs device memory: this build has no CUDA");
 }
 
+bool device_backend_available(Backend, std::string& why, MPI_Comm) {
+  why = "this build has no CUDA";
+  return false;
+}
+
 Backend choose_device_backend(MPI_Comm) {
   throw std::runtime_error("device buffers need a build with CUDA");
 }

@@ -36,3 +36,17 @@ TEST_CASE("diagnostics keep linker errors", "[cpu]") {
   CHECK(d.find("undefined reference to `lab01::saxpy") != std::string::npos);
   CHECK(d.find("collect2") != std::string::npos);
 }
+
+#include "mpi.hpp"
+
+TEST_CASE("mpirun's complaints name the rank and what happened", "[cpu]") {
+  using gpulab::cli::launcher_problems;
+  CHECK(launcher_problems("mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).") ==
+        std::vector<std::string>{"rank 1 was killed by signal 9 (Killed)"});
+  CHECK(launcher_problems("MPI_ABORT was invoked on rank 2 in communicator MPI_COMM_WORLD\nwith errorcode 1.") ==
+        std::vector<std::string>{"rank 2 called MPI_Abort"});
+  CHECK(launcher_problems("mpirun has exited due to process rank 2 with PID 0 on\nnode vm exiting improperly. There are three reasons") ==
+        std::vector<std::string>{"rank 2 exited without calling MPI_Finalize (it returned early or called exit)"});
+  // A rank that merely returned a failing exit code is a test failure, not a launcher problem.
+  CHECK(launcher_problems("Primary job  terminated normally, but 1 process returned\na non-zero exit code.").empty());
+}

@@ -25,12 +25,17 @@ std::vector<std::string> launcher_problems(const std::string& out) {
   std::smatch m;
   static const std::regex signal(R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+) \(([^)]*)\))");
   static const std::regex abort_rank(R"(MPI_ABORT was invoked on rank (\d+))");
+  static const std::regex improper(R"(process rank (\d+) with PID \d+ on\s+node \S+ exiting improperly)");
   static const std::regex finalize(R"(exited without calling "?finalize"?)");
   for (auto it = std::sregex_iterator(out.begin(), out.end(), signal); it != std::sregex_iterator(); ++it) {
     problems.push_back("rank " + (*it)[1].str() + " was killed by signal " + (*it)[2].str() + " (" + (*it)[3].str() + ")");
   }
   if (std::regex_search(out, m, abort_rank)) problems.push_back("rank " + m[1].str() + " called MPI_Abort");
-  if (std::regex_search(out, m, finalize)) problems.push_back("a rank exited without calling MPI_Finalize (returned early or called exit)");
+  if (std::regex_search(out, m, improper)) {
+    problems.push_back("rank " + m[1].str() + " exited without calling MPI_Finalize (it returned early or called exit)");
+  } else if (std::regex_search(out, m, finalize)) {
+    problems.push_back("a rank exited without calling MPI_Finalize (it returned early or called exit)");
+  }
   return problems;
 }
 

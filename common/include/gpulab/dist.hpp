@@ -126,6 +126,11 @@ void note_library_collective(const char* name);
 /// kNccl when every rank has a GPU of its own, kCudaIpc when ranks share one.
 Backend choose_backend(Memory memory, MPI_Comm comm = MPI_COMM_WORLD);
 
+/// Whether @p backend can run on these ranks (collective: call on every rank). When it cannot,
+/// @p why says so: "no GPU", "ranks share a GPU (NCCL needs one per rank)", "not built with NCCL",
+/// "ranks on several nodes (CUDA IPC works inside one)".
+bool backend_available(Backend backend, std::string* why = nullptr, MPI_Comm comm = MPI_COMM_WORLD);
+
 /// Throws std::runtime_error with the MPI error string when @p code is not MPI_SUCCESS.
 void mpi_check(int code, const char* call, const char* file, int line);
 
