@@ -438,7 +438,9 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
   const std::vector<int> widths = !options.ranks.empty() && info.contains("mpi_ranks") && !info["mpi_ranks"].empty()
                                       ? options.ranks
                                       : info.value("mpi_ranks", std::vector<int>{});
-  const std::vector<int> perf_widths = info.value("perf_ranks", std::vector<int>{});
+  const std::vector<int> perf_widths = !options.ranks.empty() && !widths.empty()
+                                           ? std::vector<int>{options.ranks.front()}
+                                           : info.value("perf_ranks", std::vector<int>{});
   for (const Case& c : cases) {
     if (c.perf()) {
       perf_cases.push_back(&c);
