@@ -22,6 +22,7 @@
 #include "gpulab/device_buffer.hpp"
 #include "gpulab/random.hpp"
 #include "gpulab/stats.hpp"
+#include "gpulab_device_test.hpp"
 #include "gpulab_test.hpp"
 #include "hello.hpp"
 
@@ -29,7 +30,9 @@ using gpulab::DeviceBuffer;
 using gpulab::kFp32UnitRoundoff;
 using gpulab::Rng;
 using gpulab::testing::check_fact;
+using gpulab::testing::check_guards;
 using gpulab::testing::check_result;
+using gpulab::testing::check_unmodified;
 
 namespace {
 
@@ -40,22 +43,6 @@ std::string describe(const lab01::Launch1D& l) {
 }
 std::string describe(const dim3& d) {
   return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
-}
-
-/// Checks a buffer's guard bands and records the finding.
-template <class T>
-void check_guards(const DeviceBuffer<T>& buffer, const std::string& name) {
-  const gpulab::GuardReport g = buffer.check_guards();
-  check_fact(g.intact, name + " guard bands", g.describe(name),
-             "a thread wrote outside the array: test the index against n before writing");
-}
-
-/// Checks that the kernel left an input as it was.
-void check_unmodified(const DeviceBuffer<float>& buffer, const std::vector<float>& original,
-                      const std::string& name) {
-  check_result(gpulab::compare_bitwise(buffer.download(), original), name + " unmodified",
-               "an input array was written to; only the output may change");
-  check_guards(buffer, name);
 }
 
 /// The element counts every 1D kernel is tried on.

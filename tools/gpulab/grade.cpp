@@ -179,6 +179,10 @@ Check judge_case(const Case& c, const CaseRun& run, const nlohmann::json& meta, 
   if (p.exited(0) && run.problems.empty()) {
     check.status = not_run.empty() ? "pass" : "not-run";
     check.details = not_run;
+    // What a test reports for the learner's information (e.g. a sweep), shown on a pass too.
+    for (const auto& rec : run.records) {
+      if (rec.value("kind", "") == "info" && rec.value("rank", 0) == 0) check.details.push_back(rec.value("summary", ""));
+    }
   } else if (p.exited(77)) {
     check.status = "not-run";
     check.details = {"needs a GPU: " + (run.skip_reason.empty() ? std::string("no CUDA device") : run.skip_reason)};

@@ -25,7 +25,7 @@ int list_labs(const cli::Paths& paths) {
               << ".md\n      lab     labs/" << lab.slug << "/  (" << regions
               << " TODOs)\n      grade   ./gpulab grade " << lab.number << "\n";
   }
-  std::cout << "  Labs 02–09 are planned: see curriculum.md.\n";
+  std::cout << "  The labs not listed here are planned: curriculum.md has the whole path.\n";
   return 0;
 }
 
@@ -104,6 +104,8 @@ int main(int argc, char** argv) {
   auto* selftest_cmd = app.add_subcommand("selftest", "the project's own tests (the README's test command)");
   selftest_cmd->add_option("--lab", selftest_options.lab, "only this lab");
   selftest_cmd->add_flag("--no-build", no_build, "do not build first");
+  selftest_cmd->add_flag("--gpu-plants-only", selftest_options.gpu_plants_only,
+                         "grade only the planted submissions that need a GPU (the GPU proof; CI grades the rest)");
 
   int ranks = 2;
   double mpi_timeout = 120;

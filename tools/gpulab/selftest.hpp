@@ -22,6 +22,7 @@ namespace gpulab::cli {
 struct SelftestOptions {
   std::string lab;        ///< only this lab ("" = all)
   bool build = true;      ///< build first
+  bool gpu_plants_only = false;  ///< grade only the planted submissions that need a GPU (CI does the rest)
 };
 
 int selftest(const Paths& paths, const SelftestOptions& options);
