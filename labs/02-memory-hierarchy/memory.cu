@@ -54,34 +54,30 @@ __global__ void transpose_padded_kernel(const float* __restrict__ in, float* __r
 namespace {
 unsigned ceil_div(long long a, long long b) { return static_cast<unsigned>((a + b - 1) / b); }
 
-void check_shape(int rows, int cols, const char* who) {
+using TransposeKernel = void (*)(const float*, float*, int, int);
+
+/// Launches a transpose kernel on 32 × 8 blocks; the naive kernel covers 32 × 8 elements per
+/// block, the tiled ones a 32 × 32 tile (`rows_per_block`).
+void launch_transpose(TransposeKernel kernel, int rows_per_block, const float* in, float* out,
+                      int rows, int cols, cudaStream_t stream, const char* who) {
   if (rows < 0 || cols < 0) throw std::invalid_argument(std::string(who) + ": negative size");
+  if (rows == 0 || cols == 0) return;
+  const dim3 grid(ceil_div(cols, kTile), ceil_div(rows, rows_per_block));
+  kernel<<<grid, dim3(kTile, kBlockRows), 0, stream>>>(in, out, rows, cols);
+  CUDA_CHECK_LAUNCH();
 }
 }  // namespace
 
 void transpose_naive(const float* in, float* out, int rows, int cols, cudaStream_t stream) {
-  check_shape(rows, cols, "transpose_naive");
-  if (rows == 0 || cols == 0) return;
-  const dim3 block(kTile, kBlockRows);
-  const dim3 grid(ceil_div(cols, kTile), ceil_div(rows, kBlockRows));
-  transpose_naive_kernel<<<grid, block, 0, stream>>>(in, out, rows, cols);
-  CUDA_CHECK_LAUNCH();
+  launch_transpose(transpose_naive_kernel, kBlockRows, in, out, rows, cols, stream, "transpose_naive");
 }
 
 void transpose_tiled(const float* in, float* out, int rows, int cols, cudaStream_t stream) {
-  check_shape(rows, cols, "transpose_tiled");
-  if (rows == 0 || cols == 0) return;
-  const dim3 grid(ceil_div(cols, kTile), ceil_div(rows, kTile));
-  transpose_tiled_kernel<<<grid, dim3(kTile, kBlockRows), 0, stream>>>(in, out, rows, cols);
-  CUDA_CHECK_LAUNCH();
+  launch_transpose(transpose_tiled_kernel, kTile, in, out, rows, cols, stream, "transpose_tiled");
 }
 
 void transpose_padded(const float* in, float* out, int rows, int cols, cudaStream_t stream) {
-  check_shape(rows, cols, "transpose_padded");
-  if (rows == 0 || cols == 0) return;
-  const dim3 grid(ceil_div(cols, kTile), ceil_div(rows, kTile));
-  transpose_padded_kernel<<<grid, dim3(kTile, kBlockRows), 0, stream>>>(in, out, rows, cols);
-  CUDA_CHECK_LAUNCH();
+  launch_transpose(transpose_padded_kernel, kTile, in, out, rows, cols, stream, "transpose_padded");
 }
 
 // ---------------------------------------------------------------------------------------------
