@@ -20,6 +20,7 @@
 #include "gpulab/report.hpp"
 #include "gpulab/stats.hpp"
 #include "process.hpp"
+#include "verdict.hpp"
 
 namespace gpulab::cli {
 namespace {
@@ -488,7 +489,16 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       std::map<std::string, std::vector<double>> fraction, value, baseline;
       std::string failure;
       bool skipped = false;
-      for (int round = 0; round < std::max(1, options.rounds) && failure.empty() && !skipped; ++round) {
+      const std::string ref_side = variant == "ref" ? "learner" : "reference";
+      const double need_rel = spec.value("min_fraction_of_reference", 0.0);
+      const double need_ref = spec.value("reference_min_fraction_of_baseline", 0.0);
+      VerdictRules rules;
+      rules.min_rounds = std::max(1, options.rounds);
+      rules.max_rounds = std::max(rules.min_rounds, options.max_rounds);
+      rules.time_cap_s = options.perf_time_cap_s;
+      Verdict verdict;
+      const auto perf_start = std::chrono::steady_clock::now();
+      for (int round = 0; failure.empty() && !skipped; ++round) {
         for (const char* side_name : {"learner", "reference"}) {
           const std::string side = side_name;
           if (side == "reference" && variant == "ref") continue;
@@ -517,6 +527,11 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
             check.data["baseline_name"] = rec.value("baseline_name", "");
           }
         }
+        if (!failure.empty() || skipped || fraction["learner"].empty()) continue;
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - perf_start).count();
+        verdict = variant == "ref" ? decide(fraction["learner"], {}, need_ref, elapsed, rules)
+                                   : decide(fraction["learner"], fraction["reference"], need_rel, elapsed, rules);
+        if (verdict.decided) break;
       }
       if (skipped) {
         check.status = "not-run";
@@ -531,27 +546,22 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       }
       const std::string unit = check.data.value("unit", "");
       const std::string base_name = check.data.value("baseline_name", "baseline");
-      const std::string ref_side = variant == "ref" ? "learner" : "reference";
       const double learner_frac = median(fraction["learner"]);
       const double ref_frac = median(fraction[ref_side]);
-      const double need_rel = spec.value("min_fraction_of_reference", 0.0);
-      const double need_ref = spec.value("reference_min_fraction_of_baseline", 0.0);
       check.data.update({{"learner_fraction", learner_frac}, {"reference_fraction", ref_frac},
                          {"learner_value", median(value["learner"])},
                          {"reference_value", median(value[ref_side])},
                          {"baseline_value", median(baseline["learner"])},
                          {"rounds", fraction["learner"].size()}});
       const std::string base_line = base_name + " " + figure(median(baseline["learner"])) + " " + unit;
-      bool ok = true;
+      const bool ok = verdict.pass;
       if (variant == "ref") {
-        ok = learner_frac >= need_ref;
         check.details.push_back("reference " + figure(median(value["learner"])) + " " + unit + " = " +
                                 fixed(100 * learner_frac, 1) + " % of " + base_line +
                                 (need_ref > 0 ? "; target ≥ " + fixed(100 * need_ref, 0) + " %"
                                               : " (no absolute target: recorded in BENCHMARKS.md)"));
       } else {
         const double rel = ref_frac > 0 ? learner_frac / ref_frac : 0.0;
-        ok = rel >= need_rel;
         check.details.push_back("yours " + figure(median(value["learner"])) + " " + unit + " (" +
                                 fixed(100 * learner_frac, 1) + " % of " + base_line + ")");
         check.details.push_back("reference " + figure(median(value["reference"])) + " " + unit + " (" +
@@ -560,8 +570,8 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
         check.data["fraction_of_reference"] = rel;
       }
       if (check.data.contains("note")) check.details.push_back(check.data["note"].get<std::string>() + " (last run)");
-      check.details.push_back("median of " + std::to_string(fraction["learner"].size()) +
-                              " alternating runs, each the median of ≥ 11 timed samples after 200 ms of warm-up");
+      check.details.push_back("medians of alternating runs, each the median of ≥ 11 timed samples after 200 ms of warm-up: " + verdict.note);
+      check.data["verdict_note"] = verdict.note;
       check.status = ok ? "pass" : "fail";
       if (!ok && spec.contains("hint")) check.hints.push_back(spec["hint"]);
       add(check);

@@ -24,7 +24,9 @@ struct GradeOptions {
   bool solutions = false;          ///< grade the reference (instructor)
   std::string json_path;           ///< write the scorecard as JSON here
   std::optional<std::uint64_t> seed;
-  int rounds = 3;                  ///< performance: learner/reference alternations
+  int rounds = 3;                  ///< performance: at least this many learner/reference alternations
+  int max_rounds = 10;             ///< and at most this many (more while noisy or near the threshold)
+  double perf_time_cap_s = 120.0;  ///< per performance check
   bool quiet = false;              ///< print only failures and the result line
   double timeout_s = 0;            ///< per test case; 0 = the lab's own limit
   std::vector<std::string> cases;  ///< run only these test cases (exact names); empty = all

@@ -7,6 +7,7 @@
 #include "doctor.hpp"
 #include "grade.hpp"
 #include "labs.hpp"
+#include "learner.hpp"
 #include "mpi.hpp"
 #include "regions.hpp"
 #include "selftest.hpp"
@@ -21,7 +22,8 @@ int list_labs(const cli::Paths& paths) {
   for (const cli::Lab& lab : cli::discover_labs(paths)) {
     const nlohmann::json info = cli::load_labinfo(paths, lab.number);
     const std::size_t regions = info.is_object() && info.contains("regions") ? info["regions"].size() : 0;
-    std::cout << "  " << lab.number << "  " << lab.title() << "\n      lesson  lessons/" << lab.slug
+    std::cout << "  " << lab.number << "  " << lab.title() << "\n      status  "
+              << cli::progress_line(cli::load_progress(paths), lab.number) << "\n      lesson  lessons/" << lab.slug
               << ".md\n      lab     labs/" << lab.slug << "/  (" << regions
               << " TODOs)\n      grade   ./gpulab grade " << lab.number << "\n";
   }
@@ -86,7 +88,9 @@ int main(int argc, char** argv) {
       ->excludes(sub_opt);
   grade_cmd->add_option("--json", grade_options.json_path, "also write the scorecard as JSON to this file");
   auto* seed_opt = grade_cmd->add_option("--seed", seed, "random seed for the test data (printed by every run)");
-  grade_cmd->add_option("--rounds", grade_options.rounds, "performance: learner/reference alternations (default 3)")
+  grade_cmd->add_option("--rounds", grade_options.rounds,
+                        "performance: at least this many learner/reference alternations (default 3; more, up to 10, "
+                        "while the spread is above 2 % or the result within 5 % of the threshold)")
       ->check(CLI::Range(1, 50));
   grade_cmd->add_option("--timeout", grade_options.timeout_s, "seconds per test case (default: the lab's limit)");
   grade_cmd->add_flag("--quiet", grade_options.quiet, "print only failures and the result");
@@ -118,6 +122,25 @@ int main(int argc, char** argv) {
   mpirun_cmd->add_option("--logs", mpi_logs, "folder for the per-rank output files")->required();
   mpirun_cmd->add_option("command", mpi_command, "program and arguments (after --)")->required();
 
+  auto* next_cmd = app.add_subcommand("next", "the next lab to work on, and how");
+  std::string hint_lab, hint_todo;
+  int hint_level = 0;
+  bool hint_reset = false;
+  auto* hint_cmd = app.add_subcommand("hint", "hints for a TODO, one at a time; the last one points at the lesson");
+  hint_cmd->add_option("lab", hint_lab, "lab number")->required();
+  hint_cmd->add_option("todo", hint_todo, "the TODO: 3 or 01.3 (none: list them)");
+  hint_cmd->add_option("--level", hint_level, "show hints up to this one")->check(CLI::Range(1, 20));
+  hint_cmd->add_flag("--reset", hint_reset, "start the ladder again");
+  cli::GradeOptions watch_options;
+  int watch_runs = 0;
+  auto* watch_cmd = app.add_subcommand("watch", "grade a lab again whenever one of its files changes");
+  watch_cmd->add_option("lab", watch_options.lab, "lab number")->required();
+  watch_cmd->add_option("--submission", watch_options.submission, "watch this folder instead of labs/NN-slug")
+      ->check(CLI::ExistingDirectory);
+  watch_cmd->add_option("--case", watch_options.cases, "only this test case (repeatable)");
+  watch_cmd->add_option("--max-runs", watch_runs, "stop after this many grades (0: never)");
+  watch_cmd->add_flag("--quiet", watch_options.quiet, "print only failures and the result");
+
   std::string mode, region, lab_slug, input, output;
   auto* render_cmd = app.add_subcommand("render", "render a skeleton or mutant file (used by the build)");
   render_cmd->group("");  // hidden from --help
@@ -135,8 +158,16 @@ int main(int argc, char** argv) {
     if (*list_cmd) return list_labs(paths);
     if (*grade_cmd) {
       if (*seed_opt) grade_options.seed = seed;
-      return cli::grade(paths, grade_options).exit_code;
+      const cli::GradeResult result = cli::grade(paths, grade_options);
+      // Progress is the learner's own copy, graded whole.
+      if (grade_options.submission.empty() && !grade_options.solutions && grade_options.cases.empty() && !result.lab.empty()) {
+        cli::record_progress(paths, result, result.lab.substr(0, 2));
+      }
+      return result.exit_code;
     }
+    if (*next_cmd) return cli::next_lab(paths);
+    if (*hint_cmd) return cli::hint(paths, hint_lab, hint_todo, hint_level, hint_reset);
+    if (*watch_cmd) return cli::watch(paths, watch_options, watch_runs, 0.5);
     if (*sync_cmd) return run_sync(paths, check, force);
     if (*selftest_cmd) {
       selftest_options.build = !no_build;

@@ -202,6 +202,8 @@ void check_planted(const Paths& paths, const Lab& lab, const nlohmann::json& spe
   g.quiet = true;
   g.seed = 12345;
   g.rounds = 1;
+  g.max_rounds = 3;
+  g.perf_time_cap_s = 60;
   g.timeout_s = spec.value("timeout_s", 0.0);
   // Distributed labs: one width is enough to catch a plant (default: a W that is not a power of
   // two, the case most likely to expose chunk arithmetic), which keeps CI short.
@@ -309,6 +311,8 @@ int selftest(const Paths& paths, const SelftestOptions& options) {
     g.quiet = true;
     g.seed = 12345;
     g.json_path = (paths.build / "selftest" / ("grade-" + lab.number + "-solutions.json")).string();
+    g.max_rounds = 5;
+    g.perf_time_cap_s = 90;
     std::cout << "selftest: grading the reference of lab " << lab.number << "\n";
     const GradeResult r = grade(paths, g);
     // Exit 2: nothing failed, some checks could not run on this machine — without a GPU, the
