@@ -50,3 +50,40 @@ TEST_CASE("mpirun's complaints name the rank and what happened", "[cpu]") {
   // A rank that merely returned a failing exit code is a test failure, not a launcher problem.
   CHECK(launcher_problems("Primary job  terminated normally, but 1 process returned\na non-zero exit code.").empty());
 }
+
+#include "diagnose.hpp"
+
+TEST_CASE("ptxas output gives registers and shared memory and spills per kernel", "[cpu]") {
+  const std::string log =
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function '_ZN5lab0223histogram_shared_kernelEPKhmPj' for 'sm_75'\n"
+      "ptxas info    : Function properties for _ZN5lab0223histogram_shared_kernelEPKhmPj\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 12 registers, used 1 barriers, 1024 bytes smem, 376 bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function '_Z5spillPf' for 'sm_90'\n"
+      "ptxas info    : Function properties for _Z5spillPf\n"
+      "    128 bytes stack frame, 64 bytes spill stores, 32 bytes spill loads\n"
+      "ptxas info    : Used 255 registers, 360 bytes cmem[0]\n";
+  const auto k = gpulab::cli::parse_ptxas(log);
+  REQUIRE(k.size() == 2);
+  CHECK(k[0].name == "_ZN5lab0223histogram_shared_kernelEPKhmPj");
+  CHECK(k[0].arch == "sm_75");
+  CHECK(k[0].registers == 12);
+  CHECK(k[0].shared_bytes == 1024);
+  CHECK(k[0].spill_store_bytes == 0);
+  CHECK(k[1].registers == 255);
+  CHECK(k[1].stack_bytes == 128);
+  CHECK(k[1].spill_store_bytes == 64);
+  CHECK(k[1].spill_load_bytes == 32);
+  std::vector<std::string> lines, hints;
+  gpulab::cli::KernelResources mine = k[1], ref = k[1];
+  mine.name = ref.name = "lab::spill";
+  ref.registers = 40;
+  ref.stack_bytes = ref.spill_store_bytes = 0;
+  gpulab::cli::describe_resources({mine}, {ref}, lines, hints);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("[reference: 40 registers") != std::string::npos);
+  REQUIRE(hints.size() == 2);
+  CHECK(hints[0].find("128 bytes of local memory per thread") != std::string::npos);
+  CHECK(hints[1].find("255 registers per thread: at most 257 threads per SM") != std::string::npos);
+}

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "build.hpp"
+#include "diagnose.hpp"
 #include "mpi.hpp"
 #include "gpulab/report.hpp"
 #include "gpulab/stats.hpp"
@@ -35,6 +36,7 @@ struct Style {
 std::string status_word(const Style& st, const std::string& status) {
   if (status == "pass") return st.paint("PASS", "32");
   if (status == "fail") return st.paint("FAIL", "1;31");
+  if (status == "info") return st.paint("INFO", "36");
   return st.paint("N/A ", "33");
 }
 
@@ -413,6 +415,31 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
     Check linked = build_step("link with the tests", target);
     add(linked);
     if (linked.status == "fail") return finish(result);
+  }
+
+  // Diagnosis (informational, not a verdict): each kernel's registers, shared memory and
+  // spills from ptxas, the learner's beside the reference's.
+  {
+    const fs::path compiled_dir = variant == "sub" ? fs::path(info["submission_dir"].get<std::string>()) : source_dir;
+    std::vector<KernelResources> mine, reference;
+    std::string error;
+    for (const std::string& f : sources) {
+      if (fs::path(f).extension() != ".cu") continue;
+      for (auto& k : kernel_resources(paths.build, compiled_dir / f, error)) mine.push_back(k);
+      if (variant != "ref") {
+        for (auto& k : kernel_resources(paths.build, lab->solutions / f, error)) reference.push_back(k);
+      }
+    }
+    if (!mine.empty() || !error.empty()) {
+      Check c{"resources per kernel (ptxas)", "diagnosis", "", "info", 0, {}, {}, {}};
+      if (mine.empty()) {
+        c.details.push_back("not available: " + error);
+      } else {
+        describe_resources(mine, reference, c.details, c.hints);
+      }
+      if (!options.quiet) print_check(c, false);
+      result.checks.push_back(c);
+    }
   }
 
   std::string list_error;

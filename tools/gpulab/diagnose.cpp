@@ -1,0 +1,137 @@
+/// @file diagnose.cpp
+/// @brief Kernel resources from ptxas (see diagnose.hpp).
+#include "diagnose.hpp"
+
+#include <regex>
+#include <sstream>
+
+#include "process.hpp"
+
+namespace gpulab::cli {
+
+std::vector<KernelResources> parse_ptxas(const std::string& log) {
+  static const std::regex entry(R"(Compiling entry function '([^']+)' for '(sm_\w+)')");
+  static const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  static const std::regex used(R"(Used (\d+) registers)");
+  static const std::regex smem(R"((\d+) bytes smem)");
+  std::vector<KernelResources> kernels;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, entry)) {
+      kernels.push_back({m[1].str(), m[2].str()});
+    } else if (!kernels.empty() && std::regex_search(line, m, frame)) {
+      kernels.back().stack_bytes = std::stoi(m[1].str());
+      kernels.back().spill_store_bytes = std::stoi(m[2].str());
+      kernels.back().spill_load_bytes = std::stoi(m[3].str());
+    } else if (!kernels.empty() && std::regex_search(line, m, used)) {
+      kernels.back().registers = std::stoi(m[1].str());
+      if (std::regex_search(line, m, smem)) kernels.back().shared_bytes = std::stoi(m[1].str());
+    }
+  }
+  return kernels;
+}
+
+std::vector<KernelResources> kernel_resources(const fs::path& build, const fs::path& source, std::string& error) {
+  const fs::path db = build / "compile_commands.json";
+  if (!fs::exists(db)) {
+    error = "no compile_commands.json in the build tree";
+    return {};
+  }
+  const nlohmann::json commands = nlohmann::json::parse(read_text(db));
+  const std::string wanted = fs::weakly_canonical(source).string();
+  for (const auto& entry : commands) {
+    if (fs::weakly_canonical(entry.value("file", "")).string() != wanted) continue;
+    std::string command = entry.value("command", "");
+    // Cached by the source's content and the command: a grade recompiles only what changed.
+    const fs::path cache_file = build / "grade" / "diagnosis-cache.json";
+    nlohmann::json cache = fs::exists(cache_file) ? nlohmann::json::parse(read_text(cache_file), nullptr, false)
+                                                  : nlohmann::json::object();
+    if (!cache.is_object()) cache = nlohmann::json::object();
+    const std::string key = content_hash(read_text(source) + "\n" + command);
+    if (cache.contains(key)) {
+      std::vector<KernelResources> kernels;
+      for (const auto& k : cache[key]) {
+        kernels.push_back({k["name"], k["arch"], k["registers"], k["shared"], k["stack"], k["spill_store"], k["spill_load"]});
+      }
+      return kernels;
+    }
+    // The object file follows " -o " (CMake 3.25 records no separate "output" field).
+    const fs::path scratch = build / "grade" / "ptxas-scratch.o";
+    const std::size_t at = command.rfind(" -o ");
+    if (command.empty() || at == std::string::npos) {
+      error = "unexpected compile command for " + source.string();
+      return {};
+    }
+    const std::size_t end = command.find(' ', at + 4);
+    command.replace(at, (end == std::string::npos ? command.size() : end) - at, " -o " + scratch.string());
+    command += " -Xptxas=-v";
+    ProcessOptions o;
+    o.timeout_s = 300;
+    o.cwd = entry.value("directory", build.string());
+    const ProcessResult r = run_process({"sh", "-c", command}, o);
+    fs::remove(scratch);
+    if (!r.exited(0)) {
+      error = "the diagnostic compile failed: " + r.describe();
+      return {};
+    }
+    std::vector<KernelResources> kernels = parse_ptxas(r.output);
+    // Demangle all names at once, and keep them short: the parameters add nothing here.
+    std::vector<std::string> argv = {"c++filt"};
+    for (const auto& k : kernels) argv.push_back(k.name);
+    const ProcessResult names = run_process(argv, {});
+    std::istringstream lines(names.output);
+    for (auto& k : kernels) {
+      std::string demangled;
+      if (names.exited(0) && std::getline(lines, demangled) && !demangled.empty()) k.name = demangled;
+      if (const std::size_t paren = k.name.find('('); paren != std::string::npos) k.name.resize(paren);
+    }
+    nlohmann::json stored = nlohmann::json::array();
+    for (const auto& k : kernels) {
+      stored.push_back({{"name", k.name}, {"arch", k.arch}, {"registers", k.registers}, {"shared", k.shared_bytes},
+                        {"stack", k.stack_bytes}, {"spill_store", k.spill_store_bytes}, {"spill_load", k.spill_load_bytes}});
+    }
+    cache[key] = stored;
+    write_text(cache_file, cache.dump() + "\n");
+    return kernels;
+  }
+  error = source.string() + " is not in compile_commands.json";
+  return {};
+}
+
+void describe_resources(const std::vector<KernelResources>& mine, const std::vector<KernelResources>& reference,
+                        std::vector<std::string>& lines, std::vector<std::string>& hints) {
+  auto summary = [](const KernelResources& k) {
+    std::string s = std::to_string(k.registers) + " registers";
+    if (k.shared_bytes > 0) s += ", " + std::to_string(k.shared_bytes) + " B shared";
+    const int spill = std::max(k.spill_store_bytes, k.stack_bytes);
+    s += spill > 0 ? ", " + std::to_string(spill) + " B local memory (spills or stack)" : ", no spills";
+    return s;
+  };
+  for (const KernelResources& k : mine) {
+    const KernelResources* ref = nullptr;
+    for (const auto& r : reference) {
+      if (r.name == k.name && r.arch == k.arch) ref = &r;
+    }
+    const std::string short_name = k.name.substr(k.name.rfind("::") == std::string::npos ? 0 : k.name.rfind("::") + 2);
+    lines.push_back(short_name + " (" + k.arch + "): " + summary(k) + (ref ? "   [reference: " + summary(*ref) + "]" : ""));
+    const int local = std::max(k.spill_store_bytes, k.stack_bytes);
+    const int ref_local = ref ? std::max(ref->spill_store_bytes, ref->stack_bytes) : 0;
+    if (local > ref_local) {
+      hints.push_back(short_name + " uses " + std::to_string(local) +
+                      " bytes of local memory per thread: an array indexed at run time, or too many live values. "
+                      "Local memory is global memory: every access is a trip to L1/L2/DRAM.");
+    }
+    if (k.registers >= 128 && (!ref || k.registers > ref->registers + 16)) {
+      hints.push_back(short_name + " uses " + std::to_string(k.registers) + " registers per thread: at most " +
+                      std::to_string(65536 / k.registers) +
+                      " threads per SM can be resident (of 2048 on recent GPUs), fewer warps to hide memory latency.");
+    }
+    if (ref && ref->shared_bytes > 0 && k.shared_bytes == 0) {
+      hints.push_back(short_name + " uses no shared memory where the reference uses " + std::to_string(ref->shared_bytes) +
+                      " bytes: this rung is about staging data in shared memory.");
+    }
+  }
+}
+
+}  // namespace gpulab::cli
