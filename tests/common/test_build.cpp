@@ -87,3 +87,19 @@ TEST_CASE("ptxas output gives registers and shared memory and spills per kernel"
   CHECK(hints[0].find("128 bytes of local memory per thread") != std::string::npos);
   CHECK(hints[1].find("255 registers per thread: at most 257 threads per SM") != std::string::npos);
 }
+
+#include "docs.hpp"
+
+TEST_CASE("markdown headings get GitHub's anchors for the docs site", "[cpu]") {
+  using gpulab::cli::github_anchor;
+  CHECK(github_anchor("TODO(01.6) Write the RGB → grey kernel") == "todo016-write-the-rgb--grey-kernel");
+  CHECK(github_anchor("Napkin math: the α-β model") == "napkin-math-the-α-β-model");
+  CHECK(github_anchor("Little's law: bytes in flight") == "littles-law-bytes-in-flight");
+  const std::string md = "# Title\n[see](#the-idea)\n```\n# not a heading\n```\n## The idea\n";
+  const std::string out = gpulab::cli::doxygen_markdown(md, "lessons/05-x.md");
+  CHECK(out.find("# Title {#md-05-x-title}") != std::string::npos);
+  CHECK(out.find("[see](#md-05-x-the-idea)") != std::string::npos);
+  CHECK(out.find("## The idea {#md-05-x-the-idea}") != std::string::npos);
+  CHECK(out.find("# not a heading\n") != std::string::npos);  // code blocks untouched
+  CHECK(gpulab::cli::doxygen_markdown("# x\n", "a.hpp") == "# x\n");
+}

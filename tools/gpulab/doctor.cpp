@@ -107,6 +107,12 @@ int doctor(const Paths& paths, bool brief) {
     items.push_back({"compute-sanitizer", "missing", "", "part of the full CUDA toolkit; needed only for race and memory checks", 2});
   }
 
+  if (probe({"doxygen", "--version"}, out)) {
+    items.push_back({"Doxygen (./gpulab docs)", "ok", first_line(out), "", 0});
+  } else {
+    items.push_back({"Doxygen (./gpulab docs)", "missing", "", "apt-get install doxygen; needed only for the docs site", 2});
+  }
+
   int worst = 0;
   std::cout << "gpulab doctor\n";
   for (const Item& i : items) {

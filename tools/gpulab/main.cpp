@@ -10,6 +10,8 @@
 #include "learner.hpp"
 #include "mpi.hpp"
 #include "regions.hpp"
+#include "build.hpp"
+#include "docs.hpp"
 #include "selftest.hpp"
 #include "sync.hpp"
 
@@ -122,6 +124,7 @@ int main(int argc, char** argv) {
   mpirun_cmd->add_option("--logs", mpi_logs, "folder for the per-rank output files")->required();
   mpirun_cmd->add_option("command", mpi_command, "program and arguments (after --)")->required();
 
+  auto* docs_cmd = app.add_subcommand("docs", "build the docs site (Doxygen: the API of common/ and the lessons)");
   auto* next_cmd = app.add_subcommand("next", "the next lab to work on, and how");
   std::string hint_lab, hint_todo;
   int hint_level = 0;
@@ -140,6 +143,11 @@ int main(int argc, char** argv) {
   watch_cmd->add_option("--case", watch_options.cases, "only this test case (repeatable)");
   watch_cmd->add_option("--max-runs", watch_runs, "stop after this many grades (0: never)");
   watch_cmd->add_flag("--quiet", watch_options.quiet, "print only failures and the result");
+
+  std::string filter_file;
+  auto* filter_cmd = app.add_subcommand("doc-filter", "Doxygen input filter for markdown (used by the docs build)");
+  filter_cmd->group("");
+  filter_cmd->add_option("file", filter_file)->required()->check(CLI::ExistingFile);
 
   std::string mode, region, lab_slug, input, output;
   auto* render_cmd = app.add_subcommand("render", "render a skeleton or mutant file (used by the build)");
@@ -165,6 +173,17 @@ int main(int argc, char** argv) {
       }
       return result.exit_code;
     }
+    if (*docs_cmd) {
+      const cli::BuildResult b = cli::build_targets(paths, {"docs"});
+      if (!b.ok) {
+        std::cout << b.output << "\ngpulab docs: the site did not build"
+                  << (b.output.find("not installed") != std::string::npos ? " (apt-get install doxygen)" : " (warnings are errors: see above)")
+                  << '\n';
+        return 1;
+      }
+      std::cout << "gpulab docs: " << (paths.build / "docs" / "html" / "index.html").string() << '\n';
+      return 0;
+    }
     if (*next_cmd) return cli::next_lab(paths);
     if (*hint_cmd) return cli::hint(paths, hint_lab, hint_todo, hint_level, hint_reset);
     if (*watch_cmd) return cli::watch(paths, watch_options, watch_runs, 0.5);
@@ -174,6 +193,10 @@ int main(int argc, char** argv) {
       return cli::selftest(paths, selftest_options);
     }
     if (*mpirun_cmd) return cli::mpirun_command(ranks, mpi_timeout, mpi_logs, mpi_command);
+    if (*filter_cmd) {
+      std::cout << cli::doxygen_markdown(cli::read_text(filter_file), filter_file);
+      return 0;
+    }
     if (*render_cmd) {
       if (mode == "mutant" && region.empty()) throw std::invalid_argument("render --mode mutant needs --region");
       cli::write_text(output, cli::render(cli::read_text(input), input, lab_slug, mode == "mutant" ? region : ""));

@@ -22,15 +22,15 @@ struct BenchOptions {
   int max_samples = 101;       ///< and at most
   double budget_ms = 2000.0;   ///< stop adding samples (past min_samples) after this much time
   bool flush_l2 = true;        ///< overwrite the L2 before each sample
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr;  ///< the stream the work is enqueued on
 };
 
 /// Timings in milliseconds.
 struct BenchResult {
-  std::vector<double> samples_ms;
-  double median_ms = 0.0;
-  double min_ms = 0.0;
-  double max_ms = 0.0;
+  std::vector<double> samples_ms;  ///< every timed sample, in order
+  double median_ms = 0.0;          ///< the figure to report
+  double min_ms = 0.0;             ///< fastest sample
+  double max_ms = 0.0;             ///< slowest sample
   double cv = 0.0;  ///< coefficient of variation of the samples
 };
 

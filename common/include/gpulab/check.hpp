@@ -18,6 +18,7 @@ namespace gpulab {
 /// A failed CUDA runtime call.
 class CudaError : public std::runtime_error {
  public:
+  /// An error @p code with its full @p message (see throw_cuda_error).
   CudaError(cudaError_t code, const std::string& message)
       : std::runtime_error(message), code_(code) {}
   /// The runtime's error code.

@@ -41,6 +41,7 @@ struct CompareResult {
   std::vector<Mismatch> first;    ///< the first few mismatches, in index order
   static constexpr std::size_t kKeep = 10;  ///< how many mismatches are kept
 
+  /// True when every element is within its bound (and none is NaN or Inf).
   bool ok() const { return mismatches == 0; }
   /// One line: "ok: 1000 elements, max error 1.2e-07 (bound 2.4e-07)" or the first mismatch.
   std::string summary(const std::string& what) const;
@@ -72,6 +73,7 @@ CompareResult compare_bitwise(const T* got, const T* want, std::size_t n) {
   return r;
 }
 
+/// compare_bitwise on two vectors; a size difference is a mismatch.
 template <class T>
 CompareResult compare_bitwise(const std::vector<T>& got, const std::vector<T>& want) {
   if (got.size() != want.size()) {

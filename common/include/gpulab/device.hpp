@@ -26,22 +26,25 @@ DeviceProbe probe_devices() noexcept;
 
 /// The limits and figures of one device that the labs use.
 struct DeviceInfo {
-  int ordinal = 0;
-  std::string name;
-  int cc_major = 0, cc_minor = 0;      ///< compute capability
+  int ordinal = 0;                     ///< device number
+  std::string name;                    ///< e.g. "NVIDIA H200"
+  int cc_major = 0;                    ///< compute capability, major (9 for Hopper)
+  int cc_minor = 0;                    ///< compute capability, minor
   int sm_count = 0;                    ///< streaming multiprocessors
-  int warp_size = 32;
-  int max_threads_per_block = 0;
-  int max_threads_per_sm = 0;
-  long long max_grid_x = 0, max_grid_y = 0, max_grid_z = 0;
-  std::size_t global_memory_bytes = 0;
-  std::size_t l2_bytes = 0;
+  int warp_size = 32;                  ///< threads per warp
+  int max_threads_per_block = 0;       ///< 1024 on every current GPU
+  int max_threads_per_sm = 0;          ///< resident threads per SM (2048 on Ampere and Hopper)
+  long long max_grid_x = 0;            ///< largest gridDim.x
+  long long max_grid_y = 0;            ///< largest gridDim.y
+  long long max_grid_z = 0;            ///< largest gridDim.z
+  std::size_t global_memory_bytes = 0; ///< device memory
+  std::size_t l2_bytes = 0;            ///< L2 cache
   std::size_t shared_per_block_optin = 0;  ///< with cudaFuncAttributeMaxDynamicSharedMemorySize
-  std::size_t shared_per_sm = 0;
-  int regs_per_sm = 0;
+  std::size_t shared_per_sm = 0;       ///< shared memory per SM
+  int regs_per_sm = 0;                 ///< 32-bit registers per SM
   int clock_khz = 0;                   ///< SM clock (peak)
-  int memory_clock_khz = 0;
-  int memory_bus_bits = 0;
+  int memory_clock_khz = 0;            ///< memory clock
+  int memory_bus_bits = 0;             ///< memory bus width
 
   /// Peak DRAM bandwidth from the datasheet figures: 2 (double data rate) × clock × bus width.
   /// Measured bandwidth (bench_d2d_memcpy) is what thresholds use; this is for the lessons.
@@ -55,9 +58,10 @@ DeviceInfo query_device(int ordinal = -1);
 
 /// Free and total device memory of the current device, in bytes.
 struct MemoryInfo {
-  std::size_t free_bytes = 0;
-  std::size_t total_bytes = 0;
+  std::size_t free_bytes = 0;   ///< free now
+  std::size_t total_bytes = 0;  ///< in all
 };
+/// Free and total memory of the current device. Throws CudaError.
 MemoryInfo device_memory();
 
 }  // namespace gpulab

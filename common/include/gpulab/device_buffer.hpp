@@ -30,9 +30,10 @@ namespace gpulab {
 
 /// Where a guard band was found overwritten.
 struct GuardReport {
-  bool intact = true;
+  bool intact = true;            ///< no guard byte changed
   bool front = false;            ///< true: before the data, false: after it
   std::size_t byte_offset = 0;   ///< first changed byte, counted from the data edge outward
+  /// "c: out-of-bounds write past the end (byte 0 after the last element changed) ..."
   std::string describe(const std::string& buffer_name) const;
 };
 
@@ -53,6 +54,7 @@ template <class T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
+  /// Allocates @p count elements (uninitialised) between two guard bands.
   explicit DeviceBuffer(std::size_t count)
       : base_(detail::allocate_guarded(count * sizeof(T))), count_(count) {}
   /// Allocates and uploads @p host.
@@ -61,8 +63,10 @@ class DeviceBuffer {
 
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  /// Takes over @p other's memory; @p other is left empty.
   DeviceBuffer(DeviceBuffer&& other) noexcept
       : base_(std::exchange(other.base_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+  /// Frees this buffer's memory, then takes over @p other's.
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
     if (this != &other) {
       release();
@@ -72,11 +76,15 @@ class DeviceBuffer {
     return *this;
   }
 
+  /// The first element (device memory).
   T* data() { return reinterpret_cast<T*>(static_cast<char*>(base_) + detail::kFrontGuardBytes); }
+  /// The first element (device memory).
   const T* data() const {
     return reinterpret_cast<const T*>(static_cast<const char*>(base_) + detail::kFrontGuardBytes);
   }
+  /// Number of elements.
   std::size_t size() const { return count_; }
+  /// size() × sizeof(T).
   std::size_t bytes() const { return count_ * sizeof(T); }
 
   /// Copies host → device; @p host must hold size() elements.

@@ -28,6 +28,7 @@
 
 namespace gpulab::dist {
 
+/// How messages travel (see the file comment).
 enum class Backend { kMpi, kMpiStaging, kCudaIpc, kNccl };
 /// "mpi", "mpi-staging", "cuda-ipc", "nccl".
 const char* to_string(Backend backend);
@@ -39,18 +40,20 @@ enum class Memory { kHost, kDevice };
 
 /// Messages and bytes this rank sent, per destination rank.
 struct Traffic {
-  std::vector<std::uint64_t> bytes_to;
-  std::vector<std::uint64_t> messages_to;
+  std::vector<std::uint64_t> bytes_to;     ///< bytes sent to each rank
+  std::vector<std::uint64_t> messages_to;  ///< messages sent to each rank
+  /// Bytes sent to all ranks.
   std::uint64_t bytes_sent() const;
+  /// Messages sent to all ranks.
   std::uint64_t messages_sent() const;
 };
 
 /// A pending isend or irecv; complete it with Communicator::wait.
 struct Request {
-  MPI_Request mpi = MPI_REQUEST_NULL;
+  MPI_Request mpi = MPI_REQUEST_NULL;  ///< the MPI request, where the backend uses one
   std::function<void()> on_complete;  ///< backend work after the message arrived (e.g. a copy)
   int backend_slot = -1;              ///< backend bookkeeping (IPC, NCCL)
-  bool pending = false;
+  bool pending = false;               ///< started and not yet completed by wait()
 };
 
 /// Point-to-point communication between the ranks of an MPI communicator.
@@ -60,9 +63,13 @@ class Communicator {
   static std::unique_ptr<Communicator> create(Backend backend, MPI_Comm comm = MPI_COMM_WORLD);
   virtual ~Communicator();
 
+  /// This rank, 0 … size() − 1.
   int rank() const { return rank_; }
+  /// The number of ranks, W.
   int size() const { return size_; }
+  /// How messages travel.
   Backend backend() const { return backend_; }
+  /// Where the buffers given to this communicator must live.
   Memory memory() const { return backend_ == Backend::kMpi ? Memory::kHost : Memory::kDevice; }
 
   /// Starts sending @p count floats to @p dest. The buffer must not change until wait().
@@ -78,6 +85,7 @@ class Communicator {
   /// rank does the same). Counts of 0 send or receive nothing.
   void sendrecv(const float* send, std::size_t send_count, int dest, float* recv,
                 std::size_t recv_count, int source);
+  /// Waits until every rank has called it (not counted as the learner's collective).
   virtual void barrier();
 
   /// dst[i] += src[i] for i < count, in the buffers' memory (a loop, or a kernel).
@@ -92,17 +100,23 @@ class Communicator {
   /// Counted as a library collective inside a LearnerScope.
   virtual void allreduce_sum(const float* send, float* recv, std::size_t count) = 0;
 
+  /// What this rank has sent since the last reset_traffic().
   const Traffic& traffic() const { return traffic_; }
+  /// Zeroes the traffic counts.
   void reset_traffic();
 
  protected:
+  /// Sets rank and size from @p comm and makes MPI report errors as codes.
   Communicator(Backend backend, MPI_Comm comm);
+  /// Adds one message of @p count floats to @p dest to the traffic.
   void count_send(int dest, std::size_t count);
+  /// Throws std::invalid_argument for a rank that does not exist or is this one.
   void check_peer(int peer, const char* what) const;
-  MPI_Comm comm_;
-  int rank_ = 0, size_ = 1;
-  Backend backend_;
-  Traffic traffic_;
+  MPI_Comm comm_;    ///< the ranks
+  int rank_ = 0;     ///< this rank
+  int size_ = 1;     ///< number of ranks
+  Backend backend_;  ///< how messages travel
+  Traffic traffic_;  ///< what this rank sent
 };
 
 /// While alive, calls to library collectives are counted (see the file comment). Tests wrap
@@ -113,11 +127,13 @@ class LearnerScope {
   ~LearnerScope();
   LearnerScope(const LearnerScope&) = delete;
   LearnerScope& operator=(const LearnerScope&) = delete;
+  /// True while at least one LearnerScope is alive.
   static bool active();
 };
 
 /// Library collectives called inside LearnerScopes since the last reset, by name.
 const std::vector<std::string>& library_collectives_called();
+/// Forgets the calls recorded so far.
 void reset_library_collectives();
 /// Records one call (used by the PMPI wrappers and the backends).
 void note_library_collective(const char* name);

@@ -23,6 +23,7 @@ void set_test_seed(std::uint64_t seed);
 /// A random stream: mt19937_64 seeded from (seed, salt).
 class Rng {
  public:
+  /// A stream seeded with @p seed directly (tests usually want for_test).
   explicit Rng(std::uint64_t seed) : engine_(seed) {}
   /// A stream for one test: the run's seed mixed with @p salt.
   static Rng for_test(std::string_view salt);
@@ -36,6 +37,7 @@ class Rng {
   /// n integer-valued floats in [lo, hi]: sums of these are exact in fp32 while below 2²⁴.
   std::vector<float> integer_vector(std::size_t n, int lo, int hi);
 
+  /// The underlying engine, for distributions of your own.
   std::mt19937_64& engine() { return engine_; }
 
  private:
