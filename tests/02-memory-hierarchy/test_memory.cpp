@@ -85,6 +85,7 @@ void check_transpose(TransposeFn fn, const std::string& name) {
                                         {33, 65},  {31, 33},  {257, 129}, {1000, 1003}, {4097, 2},
                                         {2, 4099}, {3, 70001}};
   for (const auto& [rows, cols] : shapes) {
+    if (gpulab::testing::small_run() && static_cast<long long>(rows) * cols > 100000) continue;
     Rng rng = Rng::for_test(name + "/" + std::to_string(rows) + "x" + std::to_string(cols));
     const std::size_t count = static_cast<std::size_t>(rows) * cols;
     const std::vector<float> in = rng.uniform_vector(count, -1e3f, 1e3f);
@@ -140,6 +141,7 @@ void check_sum_rung(lab02::SumRung rung) {
   const std::size_t sizes[] = {1, 2, 31, 32, 33, 255, 256, 257, 1023, 65537, (1u << 20) + 3, (1u << 21) - 1};
   for (int threads : {64, 256, 1024}) {
     for (std::size_t n : sizes) {
+      if (gpulab::testing::small_run() && (n > 65537 || threads == 64)) continue;
       const std::string what = name + " n=" + std::to_string(n) + " threads=" + std::to_string(threads);
       Rng rng = Rng::for_test(what);
       // Integer-valued inputs, |x| ≤ 8 and n < 2²¹: every partial sum is an integer below 2²⁴,
@@ -196,6 +198,7 @@ void check_histogram(HistogramFn fn, const std::string& name) {
   const std::size_t sizes[] = {0, 1, 255, 1000, 65537, (1u << 22) + 7};
   const char* kinds[] = {"uniform", "all one value", "two values"};
   for (std::size_t n : sizes) {
+    if (gpulab::testing::small_run() && n > 65537) continue;
     for (int kind = 0; kind < 3; ++kind) {
       Rng rng = Rng::for_test(name + std::to_string(n) + kinds[kind]);
       std::vector<std::uint8_t> data(n);

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,13 @@
 #include "gpulab/report.hpp"
 
 namespace gpulab::testing {
+
+/// True under `gpulab grade --sanitize` (GPULAB_SMALL=1): the sanitizers slow kernels 10–100×,
+/// so tests keep their smaller problems only.
+inline bool small_run() {
+  const char* v = std::getenv("GPULAB_SMALL");
+  return v != nullptr && *v != '\0' && *v != '0';
+}
 
 /// Records a comparison ("correctness" record) and CHECKs it.
 inline void check_result(const CompareResult& r, const std::string& what,

@@ -488,6 +488,62 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
     }
   }
 
+  // Sanitizer: every [gpu] correctness case again, small, under each compute-sanitizer tool.
+  if (options.sanitize) {
+    std::string sanitizer;
+    for (const char* candidate : {"compute-sanitizer", "/usr/local/cuda/bin/compute-sanitizer"}) {
+      if (sanitizer.empty() && run_process({candidate, "--version"}, {}).exited(0)) sanitizer = candidate;
+    }
+    for (const char* tool : {"memcheck", "racecheck", "synccheck", "initcheck"}) {
+      Check check{std::string("sanitizer ") + tool, "sanitizer", "gpu", "pass", 0, {}, {}, {}};
+      if (sanitizer.empty()) {
+        check.status = "not-run";
+        check.details.push_back("compute-sanitizer was not found: it comes with the full CUDA toolkit");
+      } else if (gpu_missing) {
+        check.status = "not-run";
+        check.details.push_back("needs a GPU" + (skip_reason.empty() ? std::string() : ": " + skip_reason));
+      } else if (!widths.empty()) {
+        check.status = "not-run";
+        check.details.push_back("not supported for distributed labs (one sanitizer per rank under mpirun)");
+      } else {
+        for (const Case& c : cases) {
+          if (c.where != "gpu" || c.perf() || c.tags.find("[big]") != std::string::npos) continue;
+          ProcessOptions o;
+          o.timeout_s = 10 * timeout_s;
+          o.env = {{"GPULAB_SMALL", "1"}, {"GPULAB_SEED", std::to_string(result.seed)}};
+          const ProcessResult r = run_process({sanitizer, "--tool", tool, "--error-exitcode", "86", "--print-limit", "1",
+                                               exe, c.name, "--reporter", "compact"}, o);
+          check.seconds += r.seconds;
+          write_text(log_dir / ("sanitizer-" + std::string(tool) + "-" + std::to_string(index++) + ".log"), r.output);
+          if (r.exited(0)) continue;
+          check.status = "fail";
+          if (r.exited(86)) {
+            // The tool's own report: its "=========" lines, first few.
+            std::istringstream in(r.output);
+            int kept = 0;
+            check.details.push_back(c.name + ":");
+            for (std::string line; std::getline(in, line) && kept < 6;) {
+              if (line.rfind("========= ", 0) == 0 && line.find("ERROR SUMMARY") == std::string::npos) {
+                check.details.push_back("  " + line.substr(10));
+                ++kept;
+              }
+            }
+          } else {
+            check.details.push_back(c.name + ": " + r.describe() + " under " + tool);
+          }
+        }
+        if (check.status == "fail") {
+          check.hints.push_back(std::string(tool) == "racecheck"
+                                    ? "two threads touch the same shared-memory word without a __syncthreads() between them"
+                                    : std::string(tool) == "memcheck" ? "an access outside an allocation: check every index against its bound"
+                                    : std::string(tool) == "synccheck" ? "a __syncthreads() that not every thread of the block reaches"
+                                                                       : "memory read before anything was written to it");
+        }
+      }
+      add(check);
+    }
+  }
+
   // Performance: measured where a GPU is usable (a [gpu] case that exits 77 says it is not);
   // learner and reference alternate.
   if (!perf_cases.empty()) {

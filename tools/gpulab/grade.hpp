@@ -2,6 +2,11 @@
 /// @brief `gpulab grade NN`: build the chosen sources, run every test case in its own process
 /// with a time limit, alternate learner and reference for performance, print a scorecard.
 ///
+/// With --sanitize the [gpu] cases run again, with GPULAB_SMALL=1 (tests shrink their problems),
+/// under compute-sanitizer's memcheck, racecheck, synccheck and initcheck; a finding fails that
+/// tool's check with the tool's first report. (Guard bands sit inside the allocation, so an
+/// out-of-bounds *read* into them is invisible to memcheck; writes are caught by the bands.)
+///
 /// Exit codes: 0 every check ran and passed; 1 something failed (including a build that does not
 /// compile, a crash, a hang, a forbidden library call); 2 nothing failed but some checks could not
 /// run here (no GPU, not enough memory).
@@ -31,6 +36,7 @@ struct GradeOptions {
   double timeout_s = 0;            ///< per test case; 0 = the lab's own limit
   std::vector<std::string> cases;  ///< run only these test cases (exact names); empty = all
   std::vector<int> ranks;          ///< distributed labs: these widths W; empty = the lab's list
+  bool sanitize = false;           ///< also run the [gpu] cases, made small, under compute-sanitizer
 };
 
 /// One line of the scorecard.

@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 50));
   grade_cmd->add_option("--timeout", grade_options.timeout_s, "seconds per test case (default: the lab's limit)");
   grade_cmd->add_flag("--quiet", grade_options.quiet, "print only failures and the result");
+  grade_cmd->add_flag("--sanitize", grade_options.sanitize,
+                      "also run the GPU cases, small, under compute-sanitizer (memcheck, racecheck, synccheck, initcheck)");
   grade_cmd->add_option("--case", grade_options.cases, "run only this test case (repeatable; exact name)");
   grade_cmd->add_option("--ranks", grade_options.ranks, "distributed labs: run on these numbers of ranks (default: the lab's, e.g. 2 3 4)")
       ->check(CLI::Range(1, 256));

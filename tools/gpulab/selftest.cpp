@@ -205,6 +205,7 @@ void check_planted(const Paths& paths, const Lab& lab, const nlohmann::json& spe
   g.max_rounds = 3;
   g.perf_time_cap_s = 60;
   g.timeout_s = spec.value("timeout_s", 0.0);
+  g.sanitize = spec.value("sanitize", false);
   // Distributed labs: one width is enough to catch a plant (default: a W that is not a power of
   // two, the case most likely to expose chunk arithmetic), which keeps CI short.
   g.ranks = spec.value("ranks", std::vector<int>{3});
