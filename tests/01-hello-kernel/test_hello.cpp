@@ -373,7 +373,7 @@ TEST_CASE("time_vector_add_ms agrees with the harness", "[gpu][01.7]") {
 
 namespace {
 /// Verifies a sample of the result, then times `work`; records GB/s against D2D cudaMemcpy.
-void measure_streaming(const std::string& metric, double bytes_per_element,
+void measure_streaming(const std::string& metric, double bytes_per_element, double flops_per_element,
                        const std::function<void(const float*, const float*, float*, std::int64_t, cudaStream_t)>& work,
                        const std::function<double(float, float)>& expected, double bound_ulps) {
   const std::size_t n = gpulab::bandwidth_problem_elements(sizeof(float), 3);
@@ -405,13 +405,15 @@ void measure_streaming(const std::string& metric, double bytes_per_element,
   const gpulab::DeviceInfo dev = gpulab::query_device();
   gpulab::testing::record_performance(metric, gbs, "GB/s", memcpy_gbs, "D2D cudaMemcpy",
                                       {{"elements", n}, {"median_ms", r.median_ms}, {"cv", r.cv},
-                                       {"samples", r.samples_ms.size()}, {"device", dev.name}});
+                                       {"samples", r.samples_ms.size()}, {"device", dev.name},
+                                       {"flops_per_byte", flops_per_element / bytes_per_element},
+                                       {"peak_gflops", dev.fp32_peak_gflops()}});
 }
 }  // namespace
 
 TEST_CASE("vector_add bandwidth", "[gpu][perf]") {
   measure_streaming(
-      "vector_add", 12.0,
+      "vector_add", 12.0, 1.0,
       [](const float* a, const float* b, float* c, std::int64_t n, cudaStream_t s) { lab01::vector_add(a, b, c, n, s); },
       [](float a, float b) { return static_cast<double>(a + b); }, 0.0);
 }
@@ -419,7 +421,7 @@ TEST_CASE("vector_add bandwidth", "[gpu][perf]") {
 TEST_CASE("saxpy bandwidth", "[gpu][perf]") {
   constexpr float kAlpha = 1.5f;
   measure_streaming(
-      "saxpy", 12.0,
+      "saxpy", 12.0, 2.0,
       [](const float* x, const float* y, float* z, std::int64_t n, cudaStream_t s) {
         lab01::saxpy(kAlpha, x, y, z, n, 0, s);
       },

@@ -270,7 +270,10 @@ TEST_CASE("transpose bandwidth", "[gpu][perf]") {
   std::snprintf(note, sizeof note, "rungs: naive %.0f GB/s, tiled %.0f GB/s, padded %.0f GB/s (padded/tiled %.2fx)",
                 naive, tiled, padded, tiled > 0 ? padded / tiled : 0.0);
   gpulab::testing::record_performance("transpose_padded", padded, "GB/s", memcpy_gbs_for(count * sizeof(float)), "D2D cudaMemcpy",
-                                      {{"side", side}, {"naive_gbs", naive}, {"tiled_gbs", tiled}, {"note", note}});
+                                      {{"side", side}, {"naive_gbs", naive}, {"tiled_gbs", tiled}, {"note", note},
+                                       {"rungs", nlohmann::json::array({nlohmann::json::array({"naive", naive}),
+                                                                        nlohmann::json::array({"tiled", tiled}),
+                                                                        nlohmann::json::array({"padded", padded})})}});
 }
 
 TEST_CASE("padding beats the unpadded tile", "[gpu][02.3][02.4]") {
@@ -307,7 +310,8 @@ TEST_CASE("reduction bandwidth", "[gpu][perf]") {
   // of a copy, which counts both directions).
   const double gbs = gpulab::gb_per_s(static_cast<double>(n) * sizeof(float), r.median_ms);
   gpulab::testing::record_performance("reduce_grid_stride", gbs, "GB/s read", memcpy_gbs_for(n * sizeof(float)), "D2D cudaMemcpy",
-                                      {{"elements", n}});
+                                      {{"elements", n}, {"flops_per_byte", 0.25},
+                                       {"peak_gflops", gpulab::query_device().fp32_peak_gflops()}});
 }
 
 TEST_CASE("histogram bandwidth", "[gpu][perf]") {

@@ -606,6 +606,10 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
             value[side].push_back(rec.value("value", 0.0));
             baseline[side].push_back(rec.value("baseline", 0.0));
             if (rec.contains("note")) check.data["note"] = rec["note"];
+            for (const char* key : {"flops_per_byte", "peak_gflops"}) {
+              if (rec.contains(key)) check.data[key] = rec[key];
+            }
+            if (rec.contains("rungs")) check.data[side + "_rungs"] = rec["rungs"];
             check.data["unit"] = rec.value("unit", "");
             check.data["baseline_name"] = rec.value("baseline_name", "");
           }
@@ -631,7 +635,8 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       const std::string base_name = check.data.value("baseline_name", "baseline");
       const double learner_frac = median(fraction["learner"]);
       const double ref_frac = median(fraction[ref_side]);
-      check.data.update({{"learner_fraction", learner_frac}, {"reference_fraction", ref_frac},
+      check.data.update({{"threshold", variant == "ref" ? need_ref : need_rel}, {"variant", variant},
+                         {"learner_fraction", learner_frac}, {"reference_fraction", ref_frac},
                          {"learner_value", median(value["learner"])},
                          {"reference_value", median(value[ref_side])},
                          {"baseline_value", median(baseline["learner"])},

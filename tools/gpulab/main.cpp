@@ -12,6 +12,7 @@
 #include "regions.hpp"
 #include "build.hpp"
 #include "docs.hpp"
+#include "plot.hpp"
 #include "selftest.hpp"
 #include "sync.hpp"
 
@@ -51,6 +52,24 @@ int run_sync(const cli::Paths& paths, bool check, bool force) {
   std::cout << "sync: " << r.written.size() << " written, " << r.unchanged.size() << " unchanged, "
             << r.refused.size() << " refused\n";
   return r.refused.empty() ? 0 : 1;
+}
+
+/// Writes ladder.svg and roofline.svg into @p dir; false when there was nothing to draw.
+bool write_charts(const nlohmann::json& scorecard, const cli::fs::path& dir) {
+  bool any = false;
+  for (const auto& [name, svg] : {std::pair<std::string, std::string>{"ladder.svg", cli::ladder_svg(scorecard)},
+                                  {"roofline.svg", cli::roofline_svg(scorecard)}}) {
+    if (svg.empty()) {
+      std::cout << "gpulab: no " << name << ": " << (name == "ladder.svg" ? "no performance check was measured"
+                                                                          : "no check records its arithmetic intensity and the device's peak")
+                << '\n';
+      continue;
+    }
+    cli::write_text(dir / name, svg);
+    std::cout << "gpulab: wrote " << (dir / name).string() << '\n';
+    any = true;
+  }
+  return any;
 }
 
 int start(const cli::Paths& paths) {
@@ -96,6 +115,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 50));
   grade_cmd->add_option("--timeout", grade_options.timeout_s, "seconds per test case (default: the lab's limit)");
   grade_cmd->add_flag("--quiet", grade_options.quiet, "print only failures and the result");
+  bool plot = false;
+  grade_cmd->add_flag("--plot", plot, "also write SVG charts (ladder, roofline) next to the logs, build/grade/NN/");
   grade_cmd->add_flag("--sanitize", grade_options.sanitize,
                       "also run the GPU cases, small, under compute-sanitizer (memcheck, racecheck, synccheck, initcheck)");
   grade_cmd->add_option("--case", grade_options.cases, "run only this test case (repeatable; exact name)");
@@ -126,6 +147,10 @@ int main(int argc, char** argv) {
   mpirun_cmd->add_option("--logs", mpi_logs, "folder for the per-rank output files")->required();
   mpirun_cmd->add_option("command", mpi_command, "program and arguments (after --)")->required();
 
+  std::string plot_input, plot_out;
+  auto* plot_cmd = app.add_subcommand("plot", "SVG charts from a saved scorecard (grade --json FILE)");
+  plot_cmd->add_option("scorecard", plot_input, "the JSON file")->required()->check(CLI::ExistingFile);
+  plot_cmd->add_option("--out", plot_out, "folder for ladder.svg and roofline.svg (default: next to the JSON)");
   auto* docs_cmd = app.add_subcommand("docs", "build the docs site (Doxygen: the API of common/ and the lessons)");
   auto* next_cmd = app.add_subcommand("next", "the next lab to work on, and how");
   std::string hint_lab, hint_todo;
@@ -169,11 +194,18 @@ int main(int argc, char** argv) {
     if (*grade_cmd) {
       if (*seed_opt) grade_options.seed = seed;
       const cli::GradeResult result = cli::grade(paths, grade_options);
+      if (plot && !result.lab.empty()) {
+        write_charts(result.to_json(), paths.build / "grade" / result.lab.substr(0, 2));
+      }
       // Progress is the learner's own copy, graded whole.
       if (grade_options.submission.empty() && !grade_options.solutions && grade_options.cases.empty() && !result.lab.empty()) {
         cli::record_progress(paths, result, result.lab.substr(0, 2));
       }
       return result.exit_code;
+    }
+    if (*plot_cmd) {
+      const auto scorecard = nlohmann::json::parse(cli::read_text(plot_input));
+      return write_charts(scorecard, plot_out.empty() ? cli::fs::absolute(plot_input).parent_path() : cli::fs::path(plot_out)) ? 0 : 2;
     }
     if (*docs_cmd) {
       const cli::BuildResult b = cli::build_targets(paths, {"docs"});

@@ -46,6 +46,13 @@ struct DeviceInfo {
   int memory_clock_khz = 0;            ///< memory clock
   int memory_bus_bits = 0;             ///< memory bus width
 
+  /// fp32 lanes (FMA units) per SM: 64 on Volta/Turing and A100 (7.x, 8.0), 128 on the
+  /// GeForce Ampere/Ada parts (8.6, 8.9) and on Hopper and later.
+  int fp32_lanes_per_sm() const { return (cc_major == 8 && cc_minor == 0) || cc_major < 8 ? 64 : 128; }
+  /// Peak fp32 GFLOP/s without tensor cores: SMs × lanes × 2 (an FMA is two FLOPs) × clock.
+  /// H200: 132 × 128 × 2 × 1.98 GHz ≈ 66.9 TFLOP/s.
+  double fp32_peak_gflops() const { return sm_count * fp32_lanes_per_sm() * 2.0 * clock_khz / 1e6; }
+
   /// Peak DRAM bandwidth from the datasheet figures: 2 (double data rate) × clock × bus width.
   /// Measured bandwidth (bench_d2d_memcpy) is what thresholds use; this is for the lessons.
   double theoretical_bandwidth_gbs() const {

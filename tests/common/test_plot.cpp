@@ -1,0 +1,46 @@
+/// @file test_plot.cpp
+/// @brief SVG charts from recorded scorecards.
+#include <catch2/catch.hpp>
+
+#include "plot.hpp"
+
+namespace {
+nlohmann::json scorecard() {
+  return nlohmann::json::parse(R"({"lab": "01-hello-kernel", "checks": [
+    {"name": "compile", "kind": "build", "status": "pass", "data": {}},
+    {"name": "vector_add bandwidth", "kind": "performance", "status": "pass",
+     "data": {"variant": "lab", "learner_fraction": 0.81, "reference_fraction": 0.97, "threshold": 0.6,
+              "learner_value": 3460, "reference_value": 4140, "baseline_value": 4270, "baseline_name": "D2D <cudaMemcpy>",
+              "flops_per_byte": 0.0833, "peak_gflops": 66900}},
+    {"name": "transpose bandwidth", "kind": "performance", "status": "fail",
+     "data": {"variant": "lab", "learner_fraction": 0.30, "reference_fraction": 0.83, "threshold": 0.6,
+              "learner_value": 1280, "reference_value": 3540, "baseline_value": 4270, "baseline_name": "D2D cudaMemcpy",
+              "learner_rungs": [["naive", 555], ["tiled", 1280], ["padded", 1280]]}},
+    {"name": "saxpy bandwidth", "kind": "performance", "status": "not-run", "data": {}}]})");
+}
+}  // namespace
+
+TEST_CASE("the ladder chart shows every measured check against its baseline", "[cpu]") {
+  const std::string svg = gpulab::cli::ladder_svg(scorecard());
+  REQUIRE(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("</svg>") != std::string::npos);
+  CHECK(svg.find("vector_add bandwidth (% of D2D &lt;cudaMemcpy&gt;)") != std::string::npos);  // escaped
+  CHECK(svg.find(">81.0%<") != std::string::npos);   // yours
+  CHECK(svg.find(">97.0%<") != std::string::npos);   // reference
+  CHECK(svg.find("yours naive") != std::string::npos);  // rungs of a laddered check, in order
+  CHECK(svg.find("yours naive") < svg.find("yours tiled"));
+  CHECK(svg.find("yours tiled") < svg.find("yours padded"));
+  CHECK(svg.find("— FAIL") != std::string::npos);
+  CHECK(svg.find("saxpy") == std::string::npos);  // not run: not drawn
+  CHECK(gpulab::cli::ladder_svg(nlohmann::json::parse(R"({"checks": []})")).empty());
+}
+
+TEST_CASE("the roofline places kernels under the bandwidth slope", "[cpu]") {
+  const std::string svg = gpulab::cli::roofline_svg(scorecard());
+  REQUIRE(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("<polyline") != std::string::npos);
+  CHECK(svg.find("fp32 peak 66.9 TFLOP/s") != std::string::npos);
+  CHECK(svg.find("vector_add bandwidth (yours): 288 GFLOP/s") != std::string::npos);  // 0.0833 × 3460
+  CHECK(svg.find("transpose") == std::string::npos);  // no intensity recorded: not placed
+  CHECK(gpulab::cli::roofline_svg(nlohmann::json::parse(R"({"checks": []})")).empty());
+}

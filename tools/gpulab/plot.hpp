@@ -1,0 +1,22 @@
+/// @file plot.hpp
+/// @brief SVG charts from a scorecard (the JSON of `gpulab grade --json`): no plotting library,
+/// no runtime dependency; open them in any browser.
+///
+/// - ladder: every performance check as a percentage of its baseline (cudaMemcpy, the library),
+///   yours beside the reference's, the threshold marked; laddered checks show every rung.
+/// - roofline: the checks whose arithmetic intensity is known, under the measured bandwidth slope
+///   and the device's fp32 peak (log-log).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace gpulab::cli {
+
+/// The ladder chart; "" when the scorecard has no measured performance check.
+std::string ladder_svg(const nlohmann::json& scorecard);
+/// The roofline; "" when no check records its arithmetic intensity and the device's peak.
+std::string roofline_svg(const nlohmann::json& scorecard);
+
+}  // namespace gpulab::cli
