@@ -196,20 +196,25 @@ unsigned histogram_blocks(std::size_t n) {
   const std::size_t needed = (n + 255) / 256;
   return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(needed, static_cast<std::size_t>(sms) * 8)));
 }
+
+using HistogramKernel = void (*)(const std::uint8_t*, std::size_t, unsigned int*);
+
+/// Zeroes the bins, then launches a histogram kernel over the bytes (nothing to launch for n = 0).
+void launch_histogram(HistogramKernel kernel, const std::uint8_t* data, std::size_t n, unsigned int* bins,
+                      cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(bins, 0, kBins * sizeof(unsigned int), stream));
+  if (n == 0) return;
+  kernel<<<histogram_blocks(n), 256, 0, stream>>>(data, n, bins);
+  CUDA_CHECK_LAUNCH();
+}
 }  // namespace
 
 void histogram_global(const std::uint8_t* data, std::size_t n, unsigned int* bins, cudaStream_t stream) {
-  CUDA_CHECK(cudaMemsetAsync(bins, 0, kBins * sizeof(unsigned int), stream));
-  if (n == 0) return;
-  histogram_global_kernel<<<histogram_blocks(n), 256, 0, stream>>>(data, n, bins);
-  CUDA_CHECK_LAUNCH();
+  launch_histogram(histogram_global_kernel, data, n, bins, stream);
 }
 
 void histogram_shared(const std::uint8_t* data, std::size_t n, unsigned int* bins, cudaStream_t stream) {
-  CUDA_CHECK(cudaMemsetAsync(bins, 0, kBins * sizeof(unsigned int), stream));
-  if (n == 0) return;
-  histogram_shared_kernel<<<histogram_blocks(n), 256, 0, stream>>>(data, n, bins);
-  CUDA_CHECK_LAUNCH();
+  launch_histogram(histogram_shared_kernel, data, n, bins, stream);
 }
 
 // ---------------------------------------------------------------------------------------------
