@@ -273,7 +273,8 @@ TEST_CASE("transpose bandwidth", "[gpu][perf]") {
                                       {{"side", side}, {"naive_gbs", naive}, {"tiled_gbs", tiled}, {"note", note},
                                        {"rungs", nlohmann::json::array({nlohmann::json::array({"naive", naive}),
                                                                         nlohmann::json::array({"tiled", tiled}),
-                                                                        nlohmann::json::array({"padded", padded})})}});
+                                                                        nlohmann::json::array({"padded", padded})})},
+                                       {"gpu_state", gpulab::testing::gpu_state_fields()}});
 }
 
 TEST_CASE("padding beats the unpadded tile", "[gpu][02.3][02.4]") {
@@ -311,7 +312,8 @@ TEST_CASE("reduction bandwidth", "[gpu][perf]") {
   const double gbs = gpulab::gb_per_s(static_cast<double>(n) * sizeof(float), r.median_ms);
   gpulab::testing::record_performance("reduce_grid_stride", gbs, "GB/s read", memcpy_gbs_for(n * sizeof(float)), "D2D cudaMemcpy",
                                       {{"elements", n}, {"flops_per_byte", 0.25},
-                                       {"peak_gflops", gpulab::query_device().fp32_peak_gflops()}});
+                                       {"peak_gflops", gpulab::query_device().fp32_peak_gflops()},
+                                       {"gpu_state", gpulab::testing::gpu_state_fields()}});
 }
 
 TEST_CASE("histogram bandwidth", "[gpu][perf]") {
@@ -328,7 +330,8 @@ TEST_CASE("histogram bandwidth", "[gpu][perf]") {
   check_result(gpulab::compare_bitwise(bins.download(), want), "histogram_shared 256 MiB (verified before timing)");
   const gpulab::BenchResult r = gpulab::bench([&](cudaStream_t s) { lab02::histogram_shared(ddata.data(), n, bins.data(), s); });
   gpulab::testing::record_performance("histogram_shared", gpulab::gb_per_s(static_cast<double>(n), r.median_ms), "GB/s read",
-                                      memcpy_gbs_for(n), "D2D cudaMemcpy", {{"bytes", n}});
+                                      memcpy_gbs_for(n), "D2D cudaMemcpy",
+                                      {{"bytes", n}, {"gpu_state", gpulab::testing::gpu_state_fields()}});
 }
 
 TEST_CASE("bandwidth against stride", "[gpu]") {

@@ -86,3 +86,13 @@ TEST_CASE("bench times GPU work with events and a median", "[gpu]") {
   CHECK(r.min_ms > 0.01);
   CHECK(gpulab::measure_d2d_memcpy_gbs(64 << 20, o) > 1.0);
 }
+
+TEST_CASE("read_gpu_state never throws and says when NVML is not there", "[cpu]") {
+  const gpulab::GpuState s = gpulab::read_gpu_state();
+  if (!gpulab::probe_devices().available) {
+    CHECK_FALSE(s.available);  // no driver, no NVML: nothing to report, and nothing invented
+    CHECK(s.sm_clock_mhz == 0);
+  } else if (s.available) {
+    CHECK(s.sm_clock_mhz > 0);
+  }
+}

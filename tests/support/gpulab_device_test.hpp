@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpulab/compare.hpp"
+#include "gpulab/device.hpp"
 #include "gpulab/device_buffer.hpp"
 #include "gpulab_test.hpp"
 
@@ -26,6 +27,14 @@ void check_unmodified(const DeviceBuffer<T>& buffer, const std::vector<T>& origi
   check_result(compare_bitwise(buffer.download(), original), name + " unmodified",
                "an input array was written to; only the output may change");
   check_guards(buffer, name);
+}
+
+/// The GPU's clock, temperature and slowdowns right now, as record fields (empty without NVML).
+/// Performance tests add them to their records; the grader warns when the GPU was slowing down.
+inline nlohmann::json gpu_state_fields() {
+  const GpuState s = read_gpu_state();
+  if (!s.available) return nlohmann::json::object();
+  return {{"sm_clock_mhz", s.sm_clock_mhz}, {"temperature_c", s.temperature_c}, {"slowdowns", s.slowdowns}};
 }
 
 }  // namespace gpulab::testing

@@ -606,6 +606,11 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
             value[side].push_back(rec.value("value", 0.0));
             baseline[side].push_back(rec.value("baseline", 0.0));
             if (rec.contains("note")) check.data["note"] = rec["note"];
+            if (!rec.value("slowdowns", "").empty()) {
+              check.data["slowdowns"] = rec.value("slowdowns", "");
+              check.data["sm_clock_mhz"] = rec.value("sm_clock_mhz", 0);
+              check.data["temperature_c"] = rec.value("temperature_c", 0);
+            }
             for (const char* key : {"flops_per_byte", "peak_gflops"}) {
               if (rec.contains(key)) check.data[key] = rec[key];
             }
@@ -658,6 +663,12 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
         check.data["fraction_of_reference"] = rel;
       }
       if (check.data.contains("note")) check.details.push_back(check.data["note"].get<std::string>() + " (last run)");
+      if (check.data.contains("slowdowns")) {
+        check.details.push_back("warning: the GPU was slowing down (" + check.data["slowdowns"].get<std::string>() + ", SM clock " +
+                                std::to_string(check.data.value("sm_clock_mhz", 0)) + " MHz, " +
+                                std::to_string(check.data.value("temperature_c", 0)) +
+                                " °C): the figures may be low; let it cool and grade again");
+      }
       check.details.push_back("medians of alternating runs, each the median of ≥ 11 timed samples after 200 ms of warm-up: " + verdict.note);
       check.data["verdict_note"] = verdict.note;
       check.status = ok ? "pass" : "fail";

@@ -63,6 +63,18 @@ struct DeviceInfo {
 /// Queries @p ordinal (−1: the current device). Throws CudaError.
 DeviceInfo query_device(int ordinal = -1);
 
+/// The GPU's state while it was measured, from NVML (the driver's management library, loaded at
+/// run time: nothing links against it, so programs still start where there is no driver).
+struct GpuState {
+  bool available = false;       ///< NVML answered for this device
+  unsigned sm_clock_mhz = 0;    ///< current SM clock
+  unsigned temperature_c = 0;   ///< GPU temperature
+  std::string slowdowns;        ///< active slowdown reasons ("thermal", "power cap", ...), "" if none
+};
+
+/// Reads the current device's state. Never throws; `available` is false without NVML.
+GpuState read_gpu_state() noexcept;
+
 /// Free and total device memory of the current device, in bytes.
 struct MemoryInfo {
   std::size_t free_bytes = 0;   ///< free now
