@@ -17,7 +17,8 @@ TEST_CASE("probe_devices never throws and explains a missing device", "[cpu]") {
   } else {
     CHECK(p.count == 0);
     CHECK_FALSE(p.reason.empty());
-    CHECK((p.error == cudaErrorNoDevice || p.error == cudaErrorInsufficientDriver || p.error != cudaSuccess));
+    // No driver, no device, or a driver that reports zero devices: nothing else means "no GPU".
+    CHECK((p.error == cudaErrorNoDevice || p.error == cudaErrorInsufficientDriver || p.error == cudaSuccess));
   }
 }
 
