@@ -88,6 +88,29 @@ TEST_CASE("ptxas output gives registers and shared memory and spills per kernel"
   CHECK(hints[1].find("255 registers per thread: at most 257 threads per SM") != std::string::npos);
 }
 
+TEST_CASE("kernel figures from the GPU read as one line with hints", "[cpu]") {
+  const nlohmann::json mine = {{"registers", 168}, {"static_smem_bytes", 8192}, {"dynamic_smem_bytes", 0},
+                               {"local_bytes", 32}, {"threads_per_block", 256}, {"blocks_per_sm", 1},
+                               {"occupancy", 0.125}};
+  const nlohmann::json ref = {{"registers", 128}, {"static_smem_bytes", 33280}, {"dynamic_smem_bytes", 0},
+                              {"local_bytes", 0}, {"threads_per_block", 256}, {"blocks_per_sm", 2},
+                              {"occupancy", 0.25}};
+  std::vector<std::string> lines, hints;
+  gpulab::cli::describe_kernel_fields(mine, ref, "yours", lines, hints);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == "kernel (yours): 168 registers, 8.0 KB shared, 32 B local; 1 blocks of 256 threads per SM = 12 % "
+                    "occupancy; reference: 128 registers, 32.5 KB shared, 0 B local; 2 blocks of 256 threads per SM = 25 % "
+                    "occupancy");
+  REQUIRE(hints.size() == 2);
+  CHECK(hints[0].find("32 bytes of local memory per thread") == 0);
+  CHECK(hints[1] == "occupancy 12 % against the reference's 25 %: 168 registers per thread leave room for fewer blocks");
+  lines.clear();
+  hints.clear();
+  gpulab::cli::describe_kernel_fields(ref, nullptr, "reference", lines, hints);
+  CHECK(lines.size() == 1);
+  CHECK(hints.empty());
+}
+
 #include "docs.hpp"
 
 TEST_CASE("markdown headings get GitHub's anchors for the docs site", "[cpu]") {

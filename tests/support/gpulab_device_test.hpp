@@ -3,8 +3,13 @@
 /// unmodified. Each records its finding (see gpulab_test.hpp) and CHECKs it.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
 #include <string>
 #include <vector>
+
+#include "gpulab/check.hpp"
 
 #include "gpulab/compare.hpp"
 #include "gpulab/device.hpp"
@@ -35,6 +40,27 @@ inline nlohmann::json gpu_state_fields() {
   const GpuState s = read_gpu_state();
   if (!s.available) return nlohmann::json::object();
   return {{"sm_clock_mhz", s.sm_clock_mhz}, {"temperature_c", s.temperature_c}, {"slowdowns", s.slowdowns}};
+}
+
+/// What the compiler and the occupancy calculator say of a kernel launched with @p threads threads
+/// per block and @p dynamic_smem bytes of dynamic shared memory, as record fields: registers per
+/// thread, static shared and local (spill / run-time-indexed array) bytes per thread, blocks per
+/// SM and the theoretical occupancy (resident threads / the SM's maximum) from the CUDA occupancy
+/// API. The grader prints them beside each performance figure, the learner's beside the reference's.
+inline nlohmann::json kernel_fields(const void* kernel, int threads, std::size_t dynamic_smem = 0) {
+  cudaFuncAttributes a{};
+  CUDA_CHECK(cudaFuncGetAttributes(&a, kernel));
+  int blocks = 0, device = 0, max_threads = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_smem));
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+  return {{"registers", a.numRegs},
+          {"static_smem_bytes", a.sharedSizeBytes},
+          {"dynamic_smem_bytes", dynamic_smem},
+          {"local_bytes", a.localSizeBytes},
+          {"threads_per_block", threads},
+          {"blocks_per_sm", blocks},
+          {"occupancy", max_threads > 0 ? static_cast<double>(blocks) * threads / max_threads : 0.0}};
 }
 
 }  // namespace gpulab::testing

@@ -2,6 +2,7 @@
 /// @brief Kernel resources from ptxas (see diagnose.hpp).
 #include "diagnose.hpp"
 
+#include <cstdio>
 #include <regex>
 #include <sstream>
 
@@ -130,6 +131,42 @@ void describe_resources(const std::vector<KernelResources>& mine, const std::vec
     if (ref && ref->shared_bytes > 0 && k.shared_bytes == 0) {
       hints.push_back(short_name + " uses no shared memory where the reference uses " + std::to_string(ref->shared_bytes) +
                       " bytes: this rung is about staging data in shared memory.");
+    }
+  }
+}
+
+namespace {
+std::string kernel_summary(const nlohmann::json& k) {
+  const long long smem = k.value("static_smem_bytes", 0LL) + k.value("dynamic_smem_bytes", 0LL);
+  char b[200];
+  std::snprintf(b, sizeof b, "%d registers, %.1f KB shared, %lld B local; %d blocks of %d threads per SM = %.0f %% occupancy",
+                k.value("registers", 0), smem / 1024.0, k.value("local_bytes", 0LL), k.value("blocks_per_sm", 0),
+                k.value("threads_per_block", 0), 100.0 * k.value("occupancy", 0.0));
+  return b;
+}
+}  // namespace
+
+void describe_kernel_fields(const nlohmann::json& mine, const nlohmann::json& reference, const std::string& who,
+                            std::vector<std::string>& lines, std::vector<std::string>& hints) {
+  if (!mine.is_object()) return;
+  std::string line = "kernel (" + who + "): " + kernel_summary(mine);
+  if (reference.is_object()) line += "; reference: " + kernel_summary(reference);
+  lines.push_back(line);
+  const long long local = mine.value("local_bytes", 0LL);
+  if (local > 0) {
+    hints.push_back(std::to_string(local) +
+                    " bytes of local memory per thread: an array indexed at run time (unroll the loops that index it) "
+                    "or registers spilled");
+  }
+  if (reference.is_object()) {
+    const double occ = mine.value("occupancy", 0.0), ref_occ = reference.value("occupancy", 0.0);
+    const int regs = mine.value("registers", 0), ref_regs = reference.value("registers", 0);
+    if (occ > 0 && occ <= 0.5 * ref_occ) {  // half the reference's or less
+      char b[200];
+      std::snprintf(b, sizeof b, "occupancy %.0f %% against the reference's %.0f %%: %s", 100 * occ, 100 * ref_occ,
+                    regs > ref_regs ? (std::to_string(regs) + " registers per thread leave room for fewer blocks").c_str()
+                                    : "look at the block size and the shared memory per block");
+      hints.push_back(b);
     }
   }
 }

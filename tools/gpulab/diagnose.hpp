@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "labs.hpp"
 
 namespace gpulab::cli {
@@ -37,5 +39,12 @@ std::vector<KernelResources> kernel_resources(const fs::path& build, const fs::p
 /// the same name exists, and plain-language hints for what stands out.
 void describe_resources(const std::vector<KernelResources>& mine, const std::vector<KernelResources>& reference,
                         std::vector<std::string>& lines, std::vector<std::string>& hints);
+
+/// One line for a kernel's figures as a test recorded them on the GPU (gpulab::testing::
+/// kernel_fields: registers, shared and local bytes, blocks per SM, theoretical occupancy from
+/// the CUDA occupancy API), with the reference's beside them when given (non-null), and a hint
+/// when local memory or a low occupancy stands out. @p who names the first ("yours", "reference").
+void describe_kernel_fields(const nlohmann::json& mine, const nlohmann::json& reference, const std::string& who,
+                            std::vector<std::string>& lines, std::vector<std::string>& hints);
 
 }  // namespace gpulab::cli

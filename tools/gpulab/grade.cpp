@@ -37,6 +37,7 @@ std::string status_word(const Style& st, const std::string& status) {
   if (status == "pass") return st.paint("PASS", "32");
   if (status == "fail") return st.paint("FAIL", "1;31");
   if (status == "info") return st.paint("INFO", "36");
+  if (status == "stretch") return st.paint("OPT ", "35");
   return st.paint("N/A ", "33");
 }
 
@@ -72,7 +73,20 @@ struct Case {
   std::string name;
   std::string tags;
   bool perf() const { return tags.find("[perf]") != std::string::npos; }
+  /// A stretch goal: reported, never counted for or against the grade.
+  bool stretch() const { return tags.find("[stretch]") != std::string::npos; }
 };
+
+/// A failed stretch case is shown as such ("OPT") and left out of the result.
+void mark_stretch(const Case& c, Check& check) {
+  if (!c.stretch()) return;
+  if (check.status == "fail") {
+    check.status = "stretch";
+    check.details.push_back("a stretch goal: not counted in the result");
+  } else if (check.status == "pass") {
+    check.details.push_back("a stretch goal, reached");
+  }
+}
 
 std::vector<Case> list_cases(const std::string& exe, std::string& error) {
   ProcessOptions o;
@@ -263,7 +277,9 @@ nlohmann::json GradeResult::to_json() const {
     failed += c.status == "fail";
     not_run += c.status == "not-run";
   }
-  j["summary"] = {{"passed", passed}, {"failed", failed}, {"not_run", not_run}};
+  int stretch = 0;
+  for (const Check& c : checks) stretch += c.status == "stretch";
+  j["summary"] = {{"passed", passed}, {"failed", failed}, {"not_run", not_run}, {"stretch_not_reached", stretch}};
   if (!not_run_reason.empty()) j["not_run_reason"] = not_run_reason;
   return j;
 }
@@ -278,9 +294,12 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       failed += c.status == "fail";
       not_run += c.status == "not-run";
     }
+    int stretch = 0;
+    for (const Check& c : r.checks) stretch += c.status == "stretch";
     r.exit_code = failed > 0 ? 1 : (not_run > 0 ? 2 : 0);
     std::cout << "\n  result: " << passed << " passed, " << failed << " failed, " << not_run
               << " not run here";
+    if (stretch > 0) std::cout << ", " << stretch << " stretch goal" << (stretch > 1 ? "s" : "") << " not reached (not counted)";
     if (not_run > 0 && !r.not_run_reason.empty()) std::cout << " (" << r.not_run_reason << ")";
     std::cout << "  →  exit " << r.exit_code << '\n';
     if (failed == 0 && not_run > 0) {
@@ -484,6 +503,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       if (!run.skip_reason.empty()) skip_reason = run.skip_reason;
       Check check = judge_case(c, run, lab->meta, timeout_s);
       if (w > 0) check.name += " (W=" + std::to_string(w) + ")";
+      mark_stretch(c, check);
       add(check);
     }
   }
@@ -615,6 +635,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
               if (rec.contains(key)) check.data[key] = rec[key];
             }
             if (rec.contains("rungs")) check.data[side + "_rungs"] = rec["rungs"];
+            if (rec.contains("kernel")) check.data[side + "_kernel"] = rec["kernel"];
             check.data["unit"] = rec.value("unit", "");
             check.data["baseline_name"] = rec.value("baseline_name", "");
           }
@@ -633,6 +654,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       }
       if (!failure.empty() || fraction["learner"].empty()) {
         check.details.push_back(failure.empty() ? "no measurement recorded" : failure);
+        if (variant != "ref") mark_stretch(*c, check);
         add(check);
         continue;
       }
@@ -663,6 +685,10 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
         check.data["fraction_of_reference"] = rel;
       }
       if (check.data.contains("note")) check.details.push_back(check.data["note"].get<std::string>() + " (last run)");
+      if (check.data.contains("learner_kernel")) {
+        describe_kernel_fields(check.data["learner_kernel"], check.data.value(ref_side + "_kernel", nlohmann::json()),
+                               variant == "ref" ? "reference" : "yours", check.details, check.hints);
+      }
       if (check.data.contains("slowdowns")) {
         check.details.push_back("warning: the GPU was slowing down (" + check.data["slowdowns"].get<std::string>() + ", SM clock " +
                                 std::to_string(check.data.value("sm_clock_mhz", 0)) + " MHz, " +
@@ -673,6 +699,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       check.data["verdict_note"] = verdict.note;
       check.status = ok ? "pass" : "fail";
       if (!ok && spec.contains("hint")) check.hints.push_back(spec["hint"]);
+      if (variant != "ref") mark_stretch(*c, check);
       add(check);
     }
   }

@@ -1,0 +1,61 @@
+/// @file emulate_gemm.cpp
+/// @brief Runs every rung of lab 03 on the CPU block emulator (emu.hpp) at awkward shapes,
+/// against the tests' fp64 reference and error bound. Built by scripts/emulate-gemm.
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gemm.hpp"
+#include "reference_gemm.hpp"
+
+int main() {
+  struct Shape {
+    int M, N, K;
+    float alpha, beta;
+    int offset;  // floats past a 16-byte boundary: 0 allows 128-bit accesses, 1 or 2 forbids them
+  };
+  const Shape shapes[] = {{1, 1, 1, 1, 0, 0},       {17, 31, 13, 1, 0, 0},      {127, 129, 255, 1.5f, -0.75f, 0},
+                          {128, 128, 16, 1, 1, 0},  {130, 132, 40, 2, 0.5f, 1}, {3, 5, 700, 1, 0, 0},
+                          {64, 256, 64, 1, 0, 0},   {200, 77, 33, -1, 2, 0},    {256, 256, 36, 1, 0, 2},
+                          {129, 4, 17, 0.5f, 0, 0}};
+  std::mt19937 rng(2026);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  int failures = 0;
+  for (const Shape& s : shapes) {
+    const std::size_t a_count = std::size_t(s.M) * s.K, b_count = std::size_t(s.K) * s.N, c_count = std::size_t(s.M) * s.N;
+    std::vector<float> A(a_count), B(b_count), C0(c_count);
+    for (float& v : A) v = uniform(rng);
+    for (float& v : B) v = uniform(rng);
+    for (float& v : C0) v = s.beta == 0 ? std::numeric_limits<float>::quiet_NaN() : uniform(rng);
+    const auto want = lab03::testing::reference_gemm(s.M, s.N, s.K, s.alpha, A, B, s.beta, C0);
+    for (int r = 1; r <= lab03::kRungs; ++r) {
+      // Buffers as the GPU would see them: 16-byte aligned, then `offset` floats in.
+      std::vector<float4> a_mem(a_count / 4 + 2), b_mem(b_count / 4 + 2), c_mem(c_count / 4 + 2);
+      float* a = reinterpret_cast<float*>(a_mem.data()) + s.offset;
+      float* b = reinterpret_cast<float*>(b_mem.data()) + s.offset;
+      float* c = reinterpret_cast<float*>(c_mem.data()) + s.offset;
+      std::copy(A.begin(), A.end(), a);
+      std::copy(B.begin(), B.end(), b);
+      std::copy(C0.begin(), C0.end(), c);
+      lab03::sgemm(static_cast<lab03::Rung>(r), s.M, s.N, s.K, s.alpha, a, b, s.beta, c, nullptr);
+      std::size_t wrong = 0, first = c_count;
+      for (std::size_t i = 0; i < c_count; ++i) {
+        const double err = c[i] - want.value[i];
+        if (!(err <= want.bound[i] && -err <= want.bound[i])) {
+          if (wrong++ == 0) first = i;
+        }
+      }
+      std::printf("v%d %5dx%5dx%5d offset %d: %s", r, s.M, s.N, s.K, s.offset, wrong ? "WRONG" : "ok");
+      if (wrong) {
+        std::printf(" (%zu elements; first C[%zu][%zu] = %g, want %g ± %g)", wrong, first / s.N, first % s.N, c[first],
+                    want.value[first], want.bound[first]);
+      }
+      std::printf("\n");
+      failures += wrong != 0;
+    }
+  }
+  std::printf("emulate-gemm: %d of %d runs wrong\n", failures, static_cast<int>(sizeof shapes / sizeof shapes[0]) * lab03::kRungs);
+  return failures == 0 ? 0 : 1;
+}
