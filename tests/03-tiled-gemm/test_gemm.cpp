@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -178,8 +179,31 @@ const Shape kShapes[] = {
     {1, 1, 1, 1.0f, 0.0f, false},         {17, 31, 13, 1.0f, 0.0f, false},      {127, 129, 255, 1.5f, -0.75f, false},
     {128, 128, 128, 1.0f, 0.0f, false},   {129, 130, 33, -1.0f, 2.0f, false},   {64, 256, 36, 1.0f, 1.0f, true},
     {7, 9, 5000, 1.0f, 0.0f, false},      {3, 260, 1027, 0.5f, 0.0f, true},     {260, 3, 21, 1.0f, 0.0f, false},
-    {1000, 1003, 517, 1.0f, 0.0f, false}, {1024, 1024, 1024, 1.0f, 0.5f, false},
+    {1000, 1003, 517, 1.0f, 0.0f, false}, {512, 384, 1024, 1.0f, 0.5f, false},
 };
+
+/// One shape's inputs and fp64 product, the same for every rung (so one process checking several
+/// rungs computes each product once).
+struct ShapeData {
+  std::vector<float> A, B, C0;
+  lab03::testing::Expected expected;
+};
+
+const ShapeData& shape_data(const Shape& s) {
+  static std::map<std::string, ShapeData> cache;
+  const std::string key = shape_text(s.M, s.N, s.K) + " " + std::to_string(s.alpha) + " " + std::to_string(s.beta);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Rng rng = Rng::for_test("sgemm " + key);
+  ShapeData d;
+  d.A = rng.uniform_vector(static_cast<std::size_t>(s.M) * s.K, -1.0f, 1.0f);
+  d.B = rng.uniform_vector(static_cast<std::size_t>(s.K) * s.N, -1.0f, 1.0f);
+  const std::size_t c_count = static_cast<std::size_t>(s.M) * s.N;
+  // beta = 0: C holds NaN and must be ignored, as BLAS specifies; otherwise real values.
+  d.C0 = s.beta == 0.0f ? std::vector<float>(c_count, kNaN) : rng.uniform_vector(c_count, -1.0f, 1.0f);
+  d.expected = reference_gemm(s.M, s.N, s.K, s.alpha, d.A, d.B, s.beta, d.C0);
+  return cache.emplace(key, std::move(d)).first->second;
+}
 
 void check_rung(Rung rung) {
   const std::string name = std::string("sgemm ") + rung_name(rung);
@@ -189,12 +213,8 @@ void check_rung(Rung rung) {
                              (s.alpha != 1.0f || s.beta != 0.0f ? " alpha=" + std::to_string(s.alpha).substr(0, 5) +
                                                                       " beta=" + std::to_string(s.beta).substr(0, 5)
                                                                 : "");
-    Rng rng = Rng::for_test(what);
-    const std::size_t a_count = static_cast<std::size_t>(s.M) * s.K, b_count = static_cast<std::size_t>(s.K) * s.N,
-                      c_count = static_cast<std::size_t>(s.M) * s.N;
-    const std::vector<float> A = rng.uniform_vector(a_count, -1.0f, 1.0f), B = rng.uniform_vector(b_count, -1.0f, 1.0f);
-    // beta = 0: C holds NaN and must be ignored, as BLAS specifies; otherwise real values.
-    const std::vector<float> C0 = s.beta == 0.0f ? std::vector<float>(c_count, kNaN) : rng.uniform_vector(c_count, -1.0f, 1.0f);
+    const ShapeData& d = shape_data(s);
+    const std::vector<float>&A = d.A, &B = d.B, &C0 = d.C0;
     const int off = s.misaligned ? 1 : 0;
     // Misaligned runs place each matrix one float into its buffer; element 0 is a sentinel.
     auto with_offset = [&](const std::vector<float>& v) {
@@ -206,7 +226,7 @@ void check_rung(Rung rung) {
     DeviceBuffer<float> dA(hA), dB(hB), dC(hC);
     lab03::sgemm(rung, s.M, s.N, s.K, s.alpha, dA.data() + off, dB.data() + off, s.beta, dC.data() + off, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
-    const auto e = reference_gemm(s.M, s.N, s.K, s.alpha, A, B, s.beta, C0);
+    const lab03::testing::Expected& e = d.expected;
     const std::vector<float> got_all = dC.download();
     const std::vector<float> got(got_all.begin() + off, got_all.end());
     check_result(gpulab::compare_within(got, e.value, e.bound), what,
