@@ -407,7 +407,7 @@ void measure_streaming(const std::string& metric, double bytes_per_element, doub
                                       {{"elements", n}, {"median_ms", r.median_ms}, {"cv", r.cv},
                                        {"samples", r.samples_ms.size()}, {"device", dev.name},
                                        {"flops_per_byte", flops_per_element / bytes_per_element},
-                                       {"peak_gflops", dev.fp32_peak_gflops()},
+                                       {"peaks", gpulab::testing::peak_fields()},
                                        {"gpu_state", gpulab::testing::gpu_state_fields()}});
 }
 }  // namespace

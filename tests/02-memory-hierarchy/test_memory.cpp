@@ -312,7 +312,7 @@ TEST_CASE("reduction bandwidth", "[gpu][perf]") {
   const double gbs = gpulab::gb_per_s(static_cast<double>(n) * sizeof(float), r.median_ms);
   gpulab::testing::record_performance("reduce_grid_stride", gbs, "GB/s read", memcpy_gbs_for(n * sizeof(float)), "D2D cudaMemcpy",
                                       {{"elements", n}, {"flops_per_byte", 0.25},
-                                       {"peak_gflops", gpulab::query_device().fp32_peak_gflops()},
+                                       {"peaks", gpulab::testing::peak_fields()},
                                        {"gpu_state", gpulab::testing::gpu_state_fields()}});
 }
 

@@ -417,7 +417,7 @@ void rung_speed(Rung rung, bool with_ladder) {
   const lab03::LaunchInfo li = lab03::launch_info(rung);
   nlohmann::json extra = {{"n", p.n},
                           {"flops_per_byte", 2.0 * p.n / (3.0 * sizeof(float))},  // compulsory traffic: A, B, C once
-                          {"peak_gflops", gpulab::query_device().fp32_peak_gflops()},
+                          {"peaks", gpulab::testing::peak_fields()},
                           {"kernel", gpulab::testing::kernel_fields(li.kernel, li.threads_per_block, li.dynamic_smem_bytes)},
                           {"gpu_state", gpulab::testing::gpu_state_fields()}};
   if (with_ladder) {

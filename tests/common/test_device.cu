@@ -4,10 +4,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "gpulab/bench.hpp"
 #include "gpulab/check.hpp"
 #include "gpulab/device.hpp"
 #include "gpulab/device_buffer.hpp"
+#include "gpulab/peaks.hpp"
 
 TEST_CASE("probe_devices never throws and explains a missing device", "[cpu]") {
   const gpulab::DeviceProbe p = gpulab::probe_devices();
@@ -96,4 +100,26 @@ TEST_CASE("read_gpu_state never throws and says when NVML is not there", "[cpu]"
   } else if (s.available) {
     CHECK(s.sm_clock_mhz > 0);
   }
+}
+
+TEST_CASE("device peaks are measured once then read from the cache", "[gpu]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "gpulab-peaks-gpu-test";
+  std::filesystem::remove_all(dir);
+  ::setenv("GPULAB_CACHE_DIR", dir.c_str(), 1);
+  ::unsetenv("GPULAB_REMEASURE_PEAKS");
+  const gpulab::DevicePeaks first = gpulab::measured_peaks();
+  const gpulab::DevicePeaks second = gpulab::measured_peaks();
+  ::unsetenv("GPULAB_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+  CHECK_FALSE(first.from_cache);
+  CHECK(second.from_cache);
+  CHECK(second.fma_gflops == first.fma_gflops);
+  CHECK(first.uuid.rfind("GPU-", 0) == 0);
+  // Physical sanity: the FMA kernel reaches at least half the fp32 rate the device's attributes
+  // imply (clock × lanes × 2), and cannot beat it by more than boost-clock slack.
+  const double attr_peak = gpulab::query_device().fp32_peak_gflops();
+  INFO("measured " << first.fma_gflops << " GFLOP/s, from attributes " << attr_peak << " GFLOP/s; copy " << first.copy_gbs << " GB/s");
+  CHECK(first.fma_gflops >= 0.5 * attr_peak);
+  CHECK(first.fma_gflops <= 1.25 * attr_peak);
+  CHECK(first.copy_gbs > 0.0);
 }

@@ -14,6 +14,7 @@
 #include "gpulab/compare.hpp"
 #include "gpulab/device.hpp"
 #include "gpulab/device_buffer.hpp"
+#include "gpulab/peaks.hpp"
 #include "gpulab_test.hpp"
 
 namespace gpulab::testing {
@@ -40,6 +41,13 @@ inline nlohmann::json gpu_state_fields() {
   const GpuState s = read_gpu_state();
   if (!s.available) return nlohmann::json::object();
   return {{"sm_clock_mhz", s.sm_clock_mhz}, {"temperature_c", s.temperature_c}, {"slowdowns", s.slowdowns}};
+}
+
+/// This device's measured ceilings (gpulab/peaks.hpp: cached per device) as record fields: the
+/// grader states a kernel's figure as a fraction of them and draws the roofline with them.
+inline nlohmann::json peak_fields() {
+  const DevicePeaks p = measured_peaks();
+  return {{"peak_gflops", p.fma_gflops}, {"peak_gbs", p.copy_gbs}, {"peaks_measured_at", p.measured_at}};
 }
 
 /// What the compiler and the occupancy calculator say of a kernel launched with @p threads threads

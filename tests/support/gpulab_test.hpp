@@ -67,10 +67,11 @@ inline void record_performance(const std::string& metric, double value, const st
   extra["baseline"] = baseline;
   extra["baseline_name"] = baseline_name;
   extra["fraction_of_baseline"] = baseline > 0.0 ? value / baseline : 0.0;
-  if (extra.contains("gpu_state")) {  // flatten gpu_state_fields() into the record
-    const nlohmann::json state = extra["gpu_state"];
-    extra.erase("gpu_state");
-    extra.update(state);
+  for (const char* group : {"gpu_state", "peaks"}) {  // flatten gpu_state_fields() and peak_fields()
+    if (!extra.contains(group)) continue;
+    const nlohmann::json fields = extra[group];
+    extra.erase(group);
+    extra.update(fields);
   }
   report::record(extra);
   INFO(metric << ": " << value << ' ' << unit << " (" << baseline_name << ": " << baseline << ' '

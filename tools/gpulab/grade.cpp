@@ -77,6 +77,20 @@ struct Case {
   bool stretch() const { return tags.find("[stretch]") != std::string::npos; }
 };
 
+/// "yours = 61 % of this GPU's measured fp32 FMA peak (66 900 GFLOP/s, measured …)", from the
+/// peaks a performance record carries (gpulab::testing::peak_fields); "" when it carries none.
+std::string peak_line(const nlohmann::json& data, double value, const std::string& who) {
+  const std::string unit = data.value("unit", "");
+  const bool flops = unit.find("FLOP/s") != std::string::npos;
+  const double peak = flops ? data.value("peak_gflops", 0.0) : unit.find("B/s") != std::string::npos ? data.value("peak_gbs", 0.0) : 0.0;
+  if (peak <= 0.0 || value <= 0.0) return "";
+  char b[240];
+  std::snprintf(b, sizeof b, "%s = %.0f %% of this GPU's measured %s (%.0f %s, measured %s)", who.c_str(), 100.0 * value / peak,
+                flops ? "fp32 FMA peak" : "copy bandwidth", peak, flops ? "GFLOP/s" : "GB/s",
+                data.value("peaks_measured_at", std::string("?")).c_str());
+  return b;
+}
+
 /// A failed stretch case is shown as such ("OPT") and left out of the result.
 void mark_stretch(const Case& c, Check& check) {
   if (!c.stretch()) return;
@@ -631,7 +645,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
               check.data["sm_clock_mhz"] = rec.value("sm_clock_mhz", 0);
               check.data["temperature_c"] = rec.value("temperature_c", 0);
             }
-            for (const char* key : {"flops_per_byte", "peak_gflops"}) {
+            for (const char* key : {"flops_per_byte", "peak_gflops", "peak_gbs", "peaks_measured_at"}) {
               if (rec.contains(key)) check.data[key] = rec[key];
             }
             if (rec.contains("rungs")) check.data[side + "_rungs"] = rec["rungs"];
@@ -683,6 +697,10 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
                                 fixed(100 * ref_frac, 1) + " %);  yours = " + fixed(100 * rel, 1) +
                                 " % of it, need ≥ " + fixed(100 * need_rel, 0) + " %");
         check.data["fraction_of_reference"] = rel;
+      }
+      if (const std::string peak = peak_line(check.data, median(value["learner"]), variant == "ref" ? "reference" : "yours");
+          !peak.empty()) {
+        check.details.push_back(peak);
       }
       if (check.data.contains("note")) check.details.push_back(check.data["note"].get<std::string>() + " (last run)");
       if (check.data.contains("learner_kernel")) {

@@ -210,7 +210,10 @@ int main(int argc, char** argv) {
     if (*docs_cmd) {
       const cli::BuildResult b = cli::build_targets(paths, {"docs"});
       if (!b.ok) {
-        std::cout << b.output << "\ngpulab docs: the site did not build"
+        // Doxygen writes its warnings to a log file (WARN_LOGFILE), not to the build's output.
+        const cli::fs::path log = paths.build / "docs" / "warnings.log";
+        const std::string warnings = cli::fs::exists(log) ? cli::read_text(log) : std::string();
+        std::cout << b.output << warnings << "\ngpulab docs: the site did not build"
                   << (b.output.find("not installed") != std::string::npos ? " (apt-get install doxygen)" : " (warnings are errors: see above)")
                   << '\n';
         return 1;
