@@ -201,18 +201,6 @@ bool vectorizable(const void* base, int cols) {
 }
 }  // namespace
 
-LaunchInfo launch_info(Rung rung) {
-  switch (rung) {
-    case Rung::kNaive: return {reinterpret_cast<const void*>(&sgemm_naive_kernel), kSimpleBlock * kSimpleBlock, 0};
-    case Rung::kCoalesced: return {reinterpret_cast<const void*>(&sgemm_coalesced_kernel), kSimpleBlock * kSimpleBlock, 0};
-    case Rung::kSharedTile: return {reinterpret_cast<const void*>(&sgemm_shared_tile_kernel), kTile3 * kTile3, 0};
-    case Rung::kRegister1D: return {reinterpret_cast<const void*>(&sgemm_register_1d_kernel), kThreads4, 0};
-    case Rung::kRegister2D: return {reinterpret_cast<const void*>(&sgemm_register_2d_kernel), kThreads5, 0};
-    case Rung::kWarpTile: return {reinterpret_cast<const void*>(&sgemm_warp_tile_kernel), kThreads6, 0};
-  }
-  throw std::invalid_argument("launch_info: unknown rung " + std::to_string(static_cast<int>(rung)));
-}
-
 void sgemm(Rung rung, int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C,
            cudaStream_t stream) {
   if (M < 1 || N < 1 || K < 1) {

@@ -408,6 +408,9 @@ void measure_streaming(const std::string& metric, double bytes_per_element, doub
                                        {"samples", r.samples_ms.size()}, {"device", dev.name},
                                        {"flops_per_byte", flops_per_element / bytes_per_element},
                                        {"peaks", gpulab::testing::peak_fields()},
+                                       {"kernels", gpulab::testing::launched_kernels([&](cudaStream_t s) {
+                                          work(dx.data(), dy.data(), dz.data(), static_cast<std::int64_t>(n), s);
+                                        })},
                                        {"gpu_state", gpulab::testing::gpu_state_fields()}});
 }
 }  // namespace

@@ -271,6 +271,9 @@ TEST_CASE("transpose bandwidth", "[gpu][perf]") {
                 naive, tiled, padded, tiled > 0 ? padded / tiled : 0.0);
   gpulab::testing::record_performance("transpose_padded", padded, "GB/s", memcpy_gbs_for(count * sizeof(float)), "D2D cudaMemcpy",
                                       {{"side", side}, {"naive_gbs", naive}, {"tiled_gbs", tiled}, {"note", note},
+                                       {"kernels", gpulab::testing::launched_kernels([&](cudaStream_t s) {
+                                          lab02::transpose_padded(din.data(), dout.data(), side, side, s);
+                                        })},
                                        {"rungs", nlohmann::json::array({nlohmann::json::array({"naive", naive}),
                                                                         nlohmann::json::array({"tiled", tiled}),
                                                                         nlohmann::json::array({"padded", padded})})},
@@ -313,6 +316,10 @@ TEST_CASE("reduction bandwidth", "[gpu][perf]") {
   gpulab::testing::record_performance("reduce_grid_stride", gbs, "GB/s read", memcpy_gbs_for(n * sizeof(float)), "D2D cudaMemcpy",
                                       {{"elements", n}, {"flops_per_byte", 0.25},
                                        {"peaks", gpulab::testing::peak_fields()},
+                                       {"kernels", gpulab::testing::launched_kernels([&](cudaStream_t s) {
+                                          lab02::reduce_sum(lab02::SumRung::kGridStride, dx.data(), n, 256, scratch.data(),
+                                                            result.data(), s);
+                                        })},
                                        {"gpu_state", gpulab::testing::gpu_state_fields()}});
 }
 
@@ -331,7 +338,11 @@ TEST_CASE("histogram bandwidth", "[gpu][perf]") {
   const gpulab::BenchResult r = gpulab::bench([&](cudaStream_t s) { lab02::histogram_shared(ddata.data(), n, bins.data(), s); });
   gpulab::testing::record_performance("histogram_shared", gpulab::gb_per_s(static_cast<double>(n), r.median_ms), "GB/s read",
                                       memcpy_gbs_for(n), "D2D cudaMemcpy",
-                                      {{"bytes", n}, {"gpu_state", gpulab::testing::gpu_state_fields()}});
+                                      {{"bytes", n},
+                                       {"kernels", gpulab::testing::launched_kernels([&](cudaStream_t s) {
+                                          lab02::histogram_shared(ddata.data(), n, bins.data(), s);
+                                        })},
+                                       {"gpu_state", gpulab::testing::gpu_state_fields()}});
 }
 
 TEST_CASE("bandwidth against stride", "[gpu]") {

@@ -50,13 +50,4 @@ inline constexpr int kRungs = 6;
 void sgemm(Rung rung, int M, int N, int K, float alpha, const float* A, const float* B, float beta,
            float* C, cudaStream_t stream = 0);
 
-/// How a rung launches (given): its kernel, threads per block and dynamic shared memory, so that
-/// the tests can read the kernel's attributes (registers, shared memory) and its occupancy.
-struct LaunchInfo {
-  const void* kernel = nullptr;
-  int threads_per_block = 0;
-  int dynamic_smem_bytes = 0;
-};
-LaunchInfo launch_info(Rung rung);
-
 }  // namespace lab03

@@ -239,15 +239,30 @@ void check_rung(Rung rung) {
   }
 }
 
-/// v3 and above stage tiles in shared memory: the kernel's attributes must say so.
+/// The kernels a rung launches for a small product, found by capturing the launch (nothing runs).
+nlohmann::json rung_kernels(Rung rung, const float* A, const float* B, float* C, int n) {
+  return gpulab::testing::launched_kernels([&](cudaStream_t s) { lab03::sgemm(rung, n, n, n, 1.0f, A, B, 0.0f, C, s); });
+}
+
+/// v3 and above stage tiles in shared memory: the attributes of the kernels they launch must say so.
 void check_uses_shared_memory(Rung rung) {
-  const lab03::LaunchInfo li = lab03::launch_info(rung);
-  cudaFuncAttributes a{};
-  CUDA_CHECK(cudaFuncGetAttributes(&a, li.kernel));
-  const std::size_t smem = a.sharedSizeBytes + li.dynamic_smem_bytes;
-  check_fact(smem > 0, std::string("sgemm ") + rung_name(rung) + " stages tiles in shared memory",
-             "its kernel declares no shared memory (static " + std::to_string(a.sharedSizeBytes) + " B, dynamic " +
-                 std::to_string(li.dynamic_smem_bytes) + " B)",
+  const int n = 256;
+  DeviceBuffer<float> A(n * n), B(n * n), C(n * n);
+  const nlohmann::json kernels = rung_kernels(rung, A.data(), B.data(), C.data(), n);
+  const std::string what = std::string("sgemm ") + rung_name(rung) + " stages tiles in shared memory";
+  if (kernels.is_object()) {
+    check_fact(false, what, kernels.value("error", std::string("?")), "launch every kernel on the stream sgemm() is given");
+    return;
+  }
+  long long smem = 0;
+  std::string seen;
+  for (const auto& k : kernels) {
+    smem += k.value("static_smem_bytes", 0LL) + k.value("dynamic_smem_bytes", 0LL);
+    seen += (seen.empty() ? "" : ", ") + k.value("name", std::string("?")) + ": " +
+            std::to_string(k.value("static_smem_bytes", 0LL) + k.value("dynamic_smem_bytes", 0LL)) + " B";
+  }
+  check_fact(!kernels.empty() && smem > 0, what,
+             kernels.empty() ? "sgemm launched no kernel" : "its kernels declare no shared memory (" + seen + ")",
              "declare __shared__ tiles of A and B and read the inner loop's operands from them");
 }
 
@@ -414,11 +429,10 @@ void rung_speed(Rung rung, bool with_ladder) {
           .median_ms);
   const double mine = measure_rung(p, rung, {}, true);
   if (mine <= 0.0) return;  // wrong: reported above, nothing to time
-  const lab03::LaunchInfo li = lab03::launch_info(rung);
   nlohmann::json extra = {{"n", p.n},
                           {"flops_per_byte", 2.0 * p.n / (3.0 * sizeof(float))},  // compulsory traffic: A, B, C once
                           {"peaks", gpulab::testing::peak_fields()},
-                          {"kernel", gpulab::testing::kernel_fields(li.kernel, li.threads_per_block, li.dynamic_smem_bytes)},
+                          {"kernels", rung_kernels(rung, p.A.data(), p.B.data(), p.C.data(), p.n)},
                           {"gpu_state", gpulab::testing::gpu_state_fields()}};
   if (with_ladder) {
     // Every rung once more, briefly, for the ladder table and chart (each is verified first; a

@@ -109,6 +109,21 @@ TEST_CASE("kernel figures from the GPU read as one line with hints", "[cpu]") {
   gpulab::cli::describe_kernel_fields(ref, nullptr, "reference", lines, hints);
   CHECK(lines.size() == 1);
   CHECK(hints.empty());
+  // Captured launches: matched by name; a failed capture says why.
+  nlohmann::json a = mine, b = ref, c = ref;
+  a["name"] = "lab::step2";
+  b["name"] = "lab::step1";
+  c["name"] = "lab::step2";
+  lines.clear();
+  hints.clear();
+  gpulab::cli::describe_launched_kernels(nlohmann::json::array({a}), nlohmann::json::array({b, c}), "yours", lines, hints);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("kernel lab::step2 (yours): 168 registers") == 0);
+  CHECK(lines[0].find("; reference: 128 registers") != std::string::npos);
+  lines.clear();
+  gpulab::cli::describe_launched_kernels({{"error", "the launches could not be captured"}}, nullptr, "yours", lines, hints);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == "kernels (yours): not available: the launches could not be captured");
 }
 
 #include "docs.hpp"

@@ -6,12 +6,15 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
+#include <string>
 
 #include "gpulab/bench.hpp"
 #include "gpulab/check.hpp"
 #include "gpulab/device.hpp"
 #include "gpulab/device_buffer.hpp"
 #include "gpulab/peaks.hpp"
+#include "gpulab_device_test.hpp"
 
 TEST_CASE("probe_devices never throws and explains a missing device", "[cpu]") {
   const gpulab::DeviceProbe p = gpulab::probe_devices();
@@ -122,4 +125,39 @@ TEST_CASE("device peaks are measured once then read from the cache", "[gpu]") {
   CHECK(first.fma_gflops >= 0.5 * attr_peak);
   CHECK(first.fma_gflops <= 1.25 * attr_peak);
   CHECK(first.copy_gbs > 0.0);
+}
+
+namespace {
+__global__ void staged_copy_kernel(const float* in, float* out, int n) {
+  __shared__ float stage[128];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  stage[threadIdx.x] = i < n ? in[i] : 0.0f;
+  __syncthreads();
+  if (i < n) out[i] = stage[blockDim.x - 1 - threadIdx.x];
+}
+}  // namespace
+
+TEST_CASE("launched kernels are found by capture with their attributes and occupancy", "[gpu]") {
+  gpulab::DeviceBuffer<float> in(1000), out(1000);
+  const nlohmann::json k = gpulab::testing::launched_kernels([&](cudaStream_t s) {
+    staged_copy_kernel<<<8, 128, 0, s>>>(in.data(), out.data(), 1000);
+    CUDA_CHECK_LAUNCH();
+  });
+  INFO(k.dump());
+  REQUIRE(k.is_array());
+  REQUIRE(k.size() == 1);
+  CHECK(k[0]["name"].get<std::string>().find("staged_copy_kernel") != std::string::npos);
+  CHECK(k[0]["block"] == nlohmann::json::array({128, 1, 1}));
+  CHECK(k[0]["grid"] == nlohmann::json::array({8, 1, 1}));
+  CHECK(k[0]["static_smem_bytes"] == 512);
+  CHECK(k[0]["registers"].get<int>() > 0);
+  const double occupancy = k[0]["occupancy"].get<double>();
+  CHECK(occupancy > 0.0);
+  CHECK(occupancy <= 1.0);
+  // Nothing ran: out is still as allocated (guard bands intact, no kernel wrote it).
+  CHECK(out.check_guards().intact);
+  // Work that throws is reported, not propagated.
+  const nlohmann::json failed = gpulab::testing::launched_kernels([](cudaStream_t) { throw std::runtime_error("no launch"); });
+  REQUIRE(failed.is_object());
+  CHECK(failed.value("error", std::string()) == "the launch threw: no launch");
 }

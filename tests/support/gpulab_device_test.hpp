@@ -4,8 +4,12 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
+#include <cxxabi.h>
 
 #include <cstddef>
+#include <cstdlib>
+#include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +73,60 @@ inline nlohmann::json kernel_fields(const void* kernel, int threads, std::size_t
           {"threads_per_block", threads},
           {"blocks_per_sm", blocks},
           {"occupancy", max_threads > 0 ? static_cast<double>(blocks) * threads / max_threads : 0.0}};
+}
+
+/// The kernels that @p work launches on the stream it is handed, each with its kernel_fields(),
+/// name, grid and block: found by capturing @p work into a CUDA graph (stream capture), so nothing
+/// runs and no interface has to name the kernels. Work that launches on another stream (the
+/// default one, say) cannot be captured: the result is then an object {"error": "..."}.
+inline nlohmann::json launched_kernels(const std::function<void(cudaStream_t)>& work) {
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  std::string error;
+  try {
+    work(stream);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  (void)cudaGetLastError();  // a failed capture leaves its error behind; it is reported below
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  if (ended != cudaSuccess || graph == nullptr || !error.empty()) {
+    if (graph != nullptr) CUDA_CHECK(cudaGraphDestroy(graph));
+    return {{"error", !error.empty() ? "the launch threw: " + error
+                                     : std::string("the launches could not be captured (") + cudaGetErrorName(ended) +
+                                           "): does every launch use the stream it is given?"}};
+  }
+  nlohmann::json kernels = nlohmann::json::array();
+  std::size_t count = 0;
+  CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0) CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeKernel) continue;
+    cudaKernelNodeParams p{};
+    CUDA_CHECK(cudaGraphKernelNodeGetParams(node, &p));
+    const int threads = static_cast<int>(p.blockDim.x * p.blockDim.y * p.blockDim.z);
+    nlohmann::json k = kernel_fields(p.func, threads, p.sharedMemBytes);
+    const char* name = nullptr;
+    std::string readable = cudaFuncGetName(&name, p.func) == cudaSuccess && name ? name : "?";
+    int status = 0;
+    if (char* d = abi::__cxa_demangle(readable.c_str(), nullptr, nullptr, &status); d != nullptr) {
+      readable = d;
+      std::free(d);
+    }
+    if (const std::size_t paren = readable.find('('); paren != std::string::npos) readable.resize(paren);
+    k["name"] = readable;
+    k["grid"] = {p.gridDim.x, p.gridDim.y, p.gridDim.z};
+    k["block"] = {p.blockDim.x, p.blockDim.y, p.blockDim.z};
+    kernels.push_back(k);
+  }
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  return kernels;
 }
 
 }  // namespace gpulab::testing

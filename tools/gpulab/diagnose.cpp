@@ -149,7 +149,8 @@ std::string kernel_summary(const nlohmann::json& k) {
 void describe_kernel_fields(const nlohmann::json& mine, const nlohmann::json& reference, const std::string& who,
                             std::vector<std::string>& lines, std::vector<std::string>& hints) {
   if (!mine.is_object()) return;
-  std::string line = "kernel (" + who + "): " + kernel_summary(mine);
+  const std::string name = mine.value("name", std::string());
+  std::string line = "kernel " + (name.empty() ? std::string() : name + " ") + "(" + who + "): " + kernel_summary(mine);
   if (reference.is_object()) line += "; reference: " + kernel_summary(reference);
   lines.push_back(line);
   const long long local = mine.value("local_bytes", 0LL);
@@ -168,6 +169,25 @@ void describe_kernel_fields(const nlohmann::json& mine, const nlohmann::json& re
                                     : "look at the block size and the shared memory per block");
       hints.push_back(b);
     }
+  }
+}
+
+void describe_launched_kernels(const nlohmann::json& mine, const nlohmann::json& reference, const std::string& who,
+                               std::vector<std::string>& lines, std::vector<std::string>& hints) {
+  if (mine.is_object() && mine.contains("error")) {
+    lines.push_back("kernels (" + who + "): not available: " + mine.value("error", std::string("?")));
+    return;
+  }
+  if (!mine.is_array()) return;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    nlohmann::json match;  // null: no reference kernel to compare with
+    if (reference.is_array()) {
+      for (const auto& r : reference) {
+        if (r.value("name", std::string("-")) == mine[i].value("name", std::string("+"))) match = r;
+      }
+      if (match.is_null() && reference.size() == mine.size()) match = reference[i];
+    }
+    describe_kernel_fields(mine[i], match, who, lines, hints);
   }
 }
 

@@ -47,4 +47,10 @@ void describe_resources(const std::vector<KernelResources>& mine, const std::vec
 void describe_kernel_fields(const nlohmann::json& mine, const nlohmann::json& reference, const std::string& who,
                             std::vector<std::string>& lines, std::vector<std::string>& hints);
 
+/// describe_kernel_fields for each kernel a test captured (gpulab::testing::launched_kernels: an
+/// array, or {"error": ...} when the launches could not be captured), each beside the reference's
+/// kernel of the same name (or at the same position when the names differ and the counts agree).
+void describe_launched_kernels(const nlohmann::json& mine, const nlohmann::json& reference, const std::string& who,
+                               std::vector<std::string>& lines, std::vector<std::string>& hints);
+
 }  // namespace gpulab::cli

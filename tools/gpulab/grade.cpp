@@ -649,7 +649,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
               if (rec.contains(key)) check.data[key] = rec[key];
             }
             if (rec.contains("rungs")) check.data[side + "_rungs"] = rec["rungs"];
-            if (rec.contains("kernel")) check.data[side + "_kernel"] = rec["kernel"];
+            if (rec.contains("kernels")) check.data[side + "_kernels"] = rec["kernels"];
             check.data["unit"] = rec.value("unit", "");
             check.data["baseline_name"] = rec.value("baseline_name", "");
           }
@@ -703,9 +703,10 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
         check.details.push_back(peak);
       }
       if (check.data.contains("note")) check.details.push_back(check.data["note"].get<std::string>() + " (last run)");
-      if (check.data.contains("learner_kernel")) {
-        describe_kernel_fields(check.data["learner_kernel"], check.data.value(ref_side + "_kernel", nlohmann::json()),
-                               variant == "ref" ? "reference" : "yours", check.details, check.hints);
+      if (check.data.contains("learner_kernels")) {
+        describe_launched_kernels(check.data["learner_kernels"],
+                                  variant == "ref" ? nlohmann::json() : check.data.value("reference_kernels", nlohmann::json()),
+                                  variant == "ref" ? "reference" : "yours", check.details, check.hints);
       }
       if (check.data.contains("slowdowns")) {
         check.details.push_back("warning: the GPU was slowing down (" + check.data["slowdowns"].get<std::string>() + ", SM clock " +

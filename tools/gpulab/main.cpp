@@ -25,10 +25,13 @@ int list_labs(const cli::Paths& paths) {
   for (const cli::Lab& lab : cli::discover_labs(paths)) {
     const nlohmann::json info = cli::load_labinfo(paths, lab.number);
     const std::size_t regions = info.is_object() && info.contains("regions") ? info["regions"].size() : 0;
+    // Stretch TODOs (lab.json "stretch_todos") are graded and shown, never counted.
+    std::string stretch;
+    for (const auto& t : lab.meta.value("stretch_todos", std::vector<std::string>{})) stretch += (stretch.empty() ? "" : ", ") + t;
     std::cout << "  " << lab.number << "  " << lab.title() << "\n      status  "
               << cli::progress_line(cli::load_progress(paths), lab.number) << "\n      lesson  lessons/" << lab.slug
-              << ".md\n      lab     labs/" << lab.slug << "/  (" << regions
-              << " TODOs)\n      grade   ./gpulab grade " << lab.number << "\n";
+              << ".md\n      lab     labs/" << lab.slug << "/  (" << regions << " TODOs"
+              << (stretch.empty() ? "" : "; " + stretch + " a stretch goal") << ")\n      grade   ./gpulab grade " << lab.number << "\n";
   }
   std::cout << "  The labs not listed here are planned: curriculum.md has the whole path.\n";
   return 0;
