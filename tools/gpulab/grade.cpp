@@ -452,9 +452,11 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
 
   // Diagnosis (informational, not a verdict): each kernel's registers, shared memory and
   // spills from ptxas, the learner's beside the reference's.
+  std::vector<KernelResources> ptxas_figures;  // the learner's, kept to cross-check the GPU's own
   {
     const fs::path compiled_dir = variant == "sub" ? fs::path(info["submission_dir"].get<std::string>()) : source_dir;
-    std::vector<KernelResources> mine, reference;
+    std::vector<KernelResources>& mine = ptxas_figures;
+    std::vector<KernelResources> reference;
     std::string error;
     for (const std::string& f : sources) {
       if (fs::path(f).extension() != ".cu") continue;
@@ -707,6 +709,17 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
         describe_launched_kernels(check.data["learner_kernels"],
                                   variant == "ref" ? nlohmann::json() : check.data.value("reference_kernels", nlohmann::json()),
                                   variant == "ref" ? "reference" : "yours", check.details, check.hints);
+        // The GPU's attributes and the compiler's report describe the same binary: say so when
+        // they disagree (e.g. the driver compiled PTX for a newer GPU than the build targeted).
+        for (const auto& k : check.data["learner_kernels"]) {
+          if (!k.is_object()) continue;
+          for (const KernelResources& r : ptxas_figures) {
+            if (r.name != k.value("name", std::string()) || r.registers == k.value("registers", -1)) continue;
+            check.details.push_back("note: the GPU reports " + std::to_string(k.value("registers", -1)) + " registers for " +
+                                    r.name + ", ptxas " + std::to_string(r.registers) + " for " + r.arch +
+                                    ": the GPU runs code compiled for another architecture (rebuild for this GPU)");
+          }
+        }
       }
       if (check.data.contains("slowdowns")) {
         check.details.push_back("warning: the GPU was slowing down (" + check.data["slowdowns"].get<std::string>() + ", SM clock " +
