@@ -1,10 +1,12 @@
 /// @file emu.hpp
-/// @brief A tiny cooperative emulator of CUDA thread blocks on the CPU, for checking a kernel's
-/// *indexing* where no GPU is available (scripts/emulate-gemm). Not part of the course, not a
-/// grade: it runs one block at a time, each thread as a ucontext fiber that runs until its next
-/// __syncthreads(), in thread order. So a missing barrier shows as wrong values (a thread reads a
-/// tile its neighbours have not written yet), a barrier some threads skip is reported, and every
-/// index is exercised; warp-level behaviour, timing, memory models and speed are not emulated.
+/// @brief A tiny cooperative emulator of CUDA thread blocks on the CPU, for checking a lab's
+/// kernels *for their logic* where no GPU is available (scripts/emulate). Not a grade: it runs one
+/// block at a time, each thread as a ucontext fiber that runs until its next __syncthreads() or
+/// warp-level call (__shfl_down_sync), in thread order (or reversed: EMU_ORDER=reverse). So a missing barrier usually shows as wrong
+/// values (a thread reads a tile its neighbours have not written yet), a barrier some threads skip
+/// is reported, and every index is exercised. Device memory is host memory; the runtime calls the
+/// labs use (events, memcpy, memset, attributes) are stand-ins. Timing, memory models, races
+/// between blocks and speed are not emulated.
 #pragma once
 
 #include <ucontext.h>
@@ -14,7 +16,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <chrono>
+#include <cstring>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 struct dim3 {
@@ -35,12 +41,16 @@ using cudaStream_t = void*;
 #define __shared__ static  // one block runs at a time, so a function-static array is its shared memory
 #define __align__(n) __attribute__((aligned(n)))
 #define CUDA_CHECK_LAUNCH() ((void)0)
+#define CUDA_CHECK(call)                                                                       \
+  do {                                                                                         \
+    if ((call) != cudaSuccess) throw std::runtime_error(std::string("emulated CUDA call failed: ") + #call); \
+  } while (0)
 
 inline dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace emu {
 
-enum class State { kRunning, kAtBarrier, kDone };
+enum class State { kRunning, kAtBarrier, kAtWarpSync, kDone };
 
 struct Fiber {
   ucontext_t context;
@@ -53,6 +63,8 @@ inline constexpr std::size_t kStackBytes = 1 << 16;
 inline ucontext_t scheduler;
 inline Fiber* current = nullptr;
 inline std::function<void()> kernel_call;
+inline std::vector<unsigned char> dynamic_shared_memory;  // `extern __shared__` arrays of the launch
+inline unsigned long long warp_exchange[32][32];          // [warp][lane]: values passed by shuffles
 
 inline void fiber_entry() {
   kernel_call();
@@ -64,15 +76,43 @@ inline void barrier() {
   swapcontext(&current->context, &scheduler);
 }
 
+/// Waits until every lane of this warp that has not exited is here too.
+inline void warp_sync() {
+  current->state = State::kAtWarpSync;
+  swapcontext(&current->context, &scheduler);
+}
+
+/// EMU_ORDER=reverse runs the threads of each step last to first: a hazard between threads that
+/// the forward order hides (a thread reading what a later one writes in the same step) shows.
+inline bool reverse_order() {
+  static const bool reverse = [] {
+    const char* o = std::getenv("EMU_ORDER");
+    return o != nullptr && std::string(o) == "reverse";
+  }();
+  return reverse;
+}
+
+inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+
+template <class T>
+T* dynamic_shared() {
+  return reinterpret_cast<T*>(dynamic_shared_memory.data());
+}
+
 /// `kernel<<<grid, block, smem, stream>>>(args)` becomes `emu::Launch(grid, block, smem, stream).run(...)`.
 struct Launch {
   dim3 grid, block;
-  Launch(dim3 g, dim3 b, std::size_t = 0, cudaStream_t = nullptr) : grid(g), block(b) {}
+  std::size_t smem;
+  Launch(dim3 g, dim3 b, std::size_t dynamic_smem = 0, cudaStream_t = nullptr) : grid(g), block(b), smem(dynamic_smem) {}
 
   void run(std::function<void()> call) {
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x * block.y * block.z == 0 || block.x * block.y * block.z > 1024) {
+      throw std::runtime_error("emulate: invalid launch configuration (a GPU would refuse it)");
+    }
     kernel_call = std::move(call);
     gridDim = grid;
     blockDim = block;
+    dynamic_shared_memory.assign(smem + 16, 0xCD);  // not zero: a GPU does not clear it either
     const unsigned n = block.x * block.y * block.z;
     std::vector<Fiber> fibers(n);
     for (Fiber& f : fibers) f.stack.reset(new char[kStackBytes]);
@@ -90,26 +130,48 @@ struct Launch {
             f.context.uc_link = &scheduler;
             makecontext(&f.context, fiber_entry, 0);
           }
-          // Run every thread to its next barrier (or its end), in thread order, until all end.
+          // Run every runnable thread to its next barrier, warp sync or end, in thread order;
+          // then release a warp whose live lanes all wait at a warp sync, or the block when all
+          // its live threads wait at __syncthreads(); until every thread has ended.
           for (;;) {
-            unsigned done = 0, waiting = 0;
-            for (Fiber& f : fibers) {
-              if (f.state == State::kDone) {
-                ++done;
-                continue;
-              }
-              f.state = State::kRunning;
+            for (unsigned k = 0; k < n; ++k) {
+              Fiber& f = fibers[reverse_order() ? n - 1 - k : k];
+              if (f.state != State::kRunning) continue;
               current = &f;
               threadIdx = f.id;
               swapcontext(&scheduler, &f.context);
-              (f.state == State::kDone ? done : waiting) += 1;
+            }
+            unsigned done = 0, at_barrier = 0, at_warp = 0;
+            for (const Fiber& f : fibers) {
+              done += f.state == State::kDone;
+              at_barrier += f.state == State::kAtBarrier;
+              at_warp += f.state == State::kAtWarpSync;
             }
             if (done == n) break;
-            if (done > 0 && waiting > 0) {
-              std::fprintf(stderr, "emulate: block (%u, %u, %u): %u threads wait at a barrier that %u others never reach\n",
-                           bx, by, bz, waiting, done);
-              std::exit(2);
+            bool released = false;
+            for (unsigned w = 0; w * 32 < n; ++w) {
+              bool all = true, any = false;
+              for (unsigned i = w * 32; i < n && i < w * 32 + 32; ++i) {
+                if (fibers[i].state == State::kDone) continue;
+                any = any || fibers[i].state == State::kAtWarpSync;
+                all = all && fibers[i].state == State::kAtWarpSync;
+              }
+              if (!any || !all) continue;
+              for (unsigned i = w * 32; i < n && i < w * 32 + 32; ++i) {
+                if (fibers[i].state == State::kAtWarpSync) fibers[i].state = State::kRunning;
+              }
+              released = true;
             }
+            if (released) continue;
+            if (at_barrier > 0 && at_warp == 0 && done == 0) {
+              for (Fiber& f : fibers) f.state = State::kRunning;
+              continue;
+            }
+            std::fprintf(stderr,
+                         "emulate: block (%u, %u, %u) is stuck: %u threads at __syncthreads(), %u at a warp-level "
+                         "call, %u ended (a barrier that not every thread reaches)\n",
+                         bx, by, bz, at_barrier, at_warp, done);
+            std::exit(2);
           }
         }
       }
@@ -120,3 +182,56 @@ struct Launch {
 }  // namespace emu
 
 inline void __syncthreads() { emu::barrier(); }
+
+inline constexpr int warpSize = 32;
+
+/// v from lane (lane + delta) of this warp, or this lane's own v past the warp's end. Every live
+/// lane of the warp must call it (as with a full mask on a GPU).
+template <class T>
+T __shfl_down_sync(unsigned /*mask*/, T v, unsigned delta, int width = 32) {
+  static_assert(sizeof(T) <= sizeof(unsigned long long), "emulate: shuffles of up to 8 bytes");
+  const unsigned t = emu::linear_thread(), warp = t / 32, lane = t % 32;
+  std::memcpy(&emu::warp_exchange[warp][lane], &v, sizeof(T));
+  emu::warp_sync();  // every lane has published its value
+  T out = v;
+  const unsigned segment = lane / width * width;
+  if (lane - segment + delta < static_cast<unsigned>(width)) std::memcpy(&out, &emu::warp_exchange[warp][lane + delta], sizeof(T));
+  emu::warp_sync();  // every lane has read before any writes again
+  return out;
+}
+
+/// Threads never run at the same time here, so an atomic is a plain read-modify-write.
+template <class T>
+T atomicAdd(T* address, T value) {
+  const T old = *address;
+  *address = old + value;
+  return old;
+}
+
+// The runtime calls the labs use, on host memory.
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+using cudaEvent_t = std::chrono::steady_clock::time_point*;
+inline constexpr int kEmulatedSMs = 4;  // small, so that grid-capped loops really loop
+inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
+  if (a != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
+  *v = kEmulatedSMs;
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind) { std::memmove(dst, src, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind k, cudaStream_t = nullptr) { return cudaMemcpy(dst, src, n, k); }
+inline cudaError_t cudaMemset(void* p, int v, std::size_t n) { std::memset(p, v, n); return cudaSuccess; }
+inline cudaError_t cudaMemsetAsync(void* p, int v, std::size_t n, cudaStream_t = nullptr) { return cudaMemset(p, v, n); }
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new std::chrono::steady_clock::time_point(); return cudaSuccess; }
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) { *e = std::chrono::steady_clock::now(); return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  *ms = std::chrono::duration<float, std::milli>(*b - *a).count();
+  return cudaSuccess;
+}
