@@ -44,3 +44,27 @@ TEST_CASE("the roofline places kernels under the bandwidth slope", "[cpu]") {
   CHECK(svg.find("transpose") == std::string::npos);  // no intensity recorded: not placed
   CHECK(gpulab::cli::roofline_svg(nlohmann::json::parse(R"({"checks": []})")).empty());
 }
+
+TEST_CASE("the roofline places a GEMM by its GFLOP/s under the measured peaks", "[cpu]") {
+  // Lab 03 records GFLOP/s against cuBLAS: the point is the figure itself (not intensity times
+  // it), the slope is the measured copy bandwidth, and the axis reaches its intensity (683).
+  const auto card = nlohmann::json::parse(R"({"lab": "03-tiled-gemm", "checks": [
+    {"name": "sgemm v5 2D registers speed", "kind": "performance", "status": "pass",
+     "data": {"variant": "lab", "unit": "GFLOP/s", "learner_value": 30000, "reference_value": 35000,
+              "baseline_value": 51000, "flops_per_byte": 682.7, "peak_gflops": 65000, "peak_gbs": 4270}}]})");
+  const std::string svg = gpulab::cli::roofline_svg(card);
+  REQUIRE(!svg.empty());
+  CHECK(svg.find("sgemm v5 2D registers speed (yours): 30000 GFLOP/s") != std::string::npos);
+  CHECK(svg.find("ridge 15.2 FLOP/B") != std::string::npos);  // 65000 / 4270
+  CHECK(svg.find(">1000<") != std::string::npos);  // the axis reaches 10^3
+}
+
+TEST_CASE("a rung recorded as zero reads as wrong in the ladder", "[cpu]") {
+  const auto card = nlohmann::json::parse(R"({"lab": "03-tiled-gemm", "checks": [
+    {"name": "sgemm v5 2D registers speed", "kind": "performance", "status": "pass",
+     "data": {"variant": "ref", "unit": "GFLOP/s", "learner_fraction": 0.69, "baseline_value": 51000,
+              "baseline_name": "cuBLAS", "learner_rungs": [["v5 2D registers", 35000], ["v6 warp tile", 0]]}}]})");
+  const std::string svg = gpulab::cli::ladder_svg(card);
+  CHECK(svg.find(">68.6%<") != std::string::npos);
+  CHECK(svg.find(">wrong or not measured<") != std::string::npos);
+}

@@ -124,8 +124,9 @@ std::string ladder_svg(const nlohmann::json& scorecard) {
           << escape(b.label) << "</text>"
           << R"(<rect x=")" << num(x_of(0)) << R"(" y=")" << num(y + 2) << R"(" width=")" << num(x_of(b.percent) - x_of(0))
           << R"(" height=")" << num(row_h - 4) << R"(" fill=")" << b.colour << R"("/>)"
-          << R"(<text x=")" << num(x_of(b.percent) + 4) << R"(" y=")" << num(y + row_h * 0.7) << R"(">)" << num(b.percent)
-          << "%</text>\n";
+          << R"(<text x=")" << num(x_of(b.percent) + 4) << R"(" y=")" << num(y + row_h * 0.7) << R"(">)"
+          // A rung recorded as 0 was wrong (or not measured): say so rather than draw "0.0%".
+          << (b.percent > 0 ? num(b.percent) + "%" : std::string("wrong or not measured")) << "</text>\n";
       y += row_h;
     }
     if (g.threshold_percent >= 0) {
@@ -146,25 +147,34 @@ std::string roofline_svg(const nlohmann::json& scorecard) {
     const char* colour;
   };
   std::vector<Point> points;
-  double bandwidth = 0, peak = 0;
+  double bandwidth = 0, peak = 0, max_intensity = 0;
   for (const auto& c : scorecard.value("checks", nlohmann::json::array())) {
     if (c.value("kind", "") != "performance") continue;
     const auto& d = c.value("data", nlohmann::json::object());
     const double ai = d.value("flops_per_byte", 0.0);
     if (ai <= 0 || d.value("peak_gflops", 0.0) <= 0 || !d.contains("learner_value")) continue;
     peak = std::max(peak, d.value("peak_gflops", 0.0));
-    bandwidth = std::max(bandwidth, d.value("baseline_value", 0.0));
+    // A figure in GFLOP/s is placed as it is; one in GB/s is turned into GFLOP/s by the intensity.
+    // The slope: the measured copy bandwidth if recorded, else a bandwidth baseline.
+    const bool in_flops = d.value("unit", std::string()).find("FLOP/s") != std::string::npos;
+    const double flops_per_value = in_flops ? 1.0 : ai;
+    if (d.value("peak_gbs", 0.0) > 0) {
+      bandwidth = std::max(bandwidth, d.value("peak_gbs", 0.0));
+    } else if (!in_flops) {
+      bandwidth = std::max(bandwidth, d.value("baseline_value", 0.0));
+    }
+    max_intensity = std::max(max_intensity, ai);
     const bool reference_run = d.value("variant", "") == "ref";
     const std::string name = c.value("name", "?");
-    points.push_back({name + (reference_run ? " (reference)" : " (yours)"), ai, ai * d.value("learner_value", 0.0),
+    points.push_back({name + (reference_run ? " (reference)" : " (yours)"), ai, flops_per_value * d.value("learner_value", 0.0),
                       reference_run ? kReference : kLearner});
     if (!reference_run && d.contains("reference_value")) {
-      points.push_back({name + " (reference)", ai, ai * d.value("reference_value", 0.0), kReference});
+      points.push_back({name + " (reference)", ai, flops_per_value * d.value("reference_value", 0.0), kReference});
     }
   }
   if (points.empty() || bandwidth <= 0) return "";
   const double width = 720, height = 460, left = 70, right = 20, top = 50, bottom = 50;
-  const double x_min = std::log10(1.0 / 64), x_max = std::log10(256.0);
+  const double x_min = std::log10(1.0 / 64), x_max = std::ceil(std::log10(std::max(256.0, 2 * max_intensity)));
   const double y_max = std::ceil(std::log10(peak * 2));
   const double y_min = std::floor(std::log10(std::min(bandwidth * std::pow(10, x_min), points.front().gflops) / 2));
   auto X = [&](double ai) { return left + (std::log10(ai) - x_min) / (x_max - x_min) * (width - left - right); };
