@@ -280,7 +280,7 @@ TEST_CASE("transpose bandwidth", "[gpu][perf]") {
                                        {"gpu_state", gpulab::testing::gpu_state_fields()}});
 }
 
-TEST_CASE("padding beats the unpadded tile", "[gpu][02.3][02.4]") {
+TEST_CASE("padding beats the unpadded tile", "[gpu][timing][02.3][02.4]") {
   // The point of 02.4: the same tile without bank conflicts must be measurably faster. The
   // margin (5 %) is far below the gap the lesson predicts (on an H200: 42 % vs 83 % of memcpy).
   const int side = transpose_side();
@@ -345,7 +345,7 @@ TEST_CASE("histogram bandwidth", "[gpu][perf]") {
                                        {"gpu_state", gpulab::testing::gpu_state_fields()}});
 }
 
-TEST_CASE("bandwidth against stride", "[gpu]") {
+TEST_CASE("bandwidth against stride", "[gpu][timing]") {
   // The sweep of the lesson: a warp reading 32 floats `stride` apart touches min(stride, 8)×
   // more 32-byte sectors than it needs. Reported, no threshold.
   const std::size_t n = gpulab::bandwidth_problem_elements(sizeof(float), 2);
