@@ -87,6 +87,10 @@ int start(const cli::Paths& paths) {
   const cli::GradeResult r = cli::grade(paths, g);
   std::cout << "\nNext: read lessons/01-hello-kernel.md, fill in the TODOs in labs/01-hello-kernel/hello.cu,\n"
                "then run ./gpulab grade 01 until every line says PASS.\n";
+  if (!r.not_run_reason.empty()) {
+    std::cout << "No GPU here: the GPU checks need one. Meanwhile `scripts/emulate-tests 01 labs/01-hello-kernel`\n"
+                 "runs them on a CPU emulator of thread blocks, to debug your kernels' logic (not a grade).\n";
+  }
   return r.exit_code;
 }
 
