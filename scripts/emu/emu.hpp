@@ -1,26 +1,27 @@
 /// @file emu.hpp
-/// @brief A tiny cooperative emulator of CUDA thread blocks on the CPU, for checking a lab's
-/// kernels *for their logic* where no GPU is available (scripts/emulate). Not a grade: it runs one
-/// block at a time, each thread as a ucontext fiber that runs until its next __syncthreads() or
-/// warp-level call (__shfl_down_sync), in thread order (or reversed: EMU_ORDER=reverse). So a missing barrier usually shows as wrong
-/// values (a thread reads a tile its neighbours have not written yet), a barrier some threads skip
-/// is reported, and every index is exercised. Device memory is host memory; the runtime calls the
-/// labs use (events, memcpy, memset, attributes) are stand-ins. Timing, memory models, races
-/// between blocks and speed are not emulated.
+/// @brief A small cooperative emulator of CUDA thread blocks on the CPU, for checking a lab's
+/// kernels *for their logic* where no GPU is available (scripts/emulate, scripts/emulate-tests).
+///
+/// Not a grade and never a GPU result. It runs one block at a time, each thread as a ucontext
+/// fiber that runs until its next __syncthreads() or warp-level call (__shfl_down_sync), in
+/// thread order (or reversed: EMU_ORDER=reverse). So a missing barrier usually shows as wrong
+/// values (a thread reads a tile its neighbours have not written yet), a barrier some threads
+/// skip is reported, and every index is exercised. Device memory is host memory; the runtime
+/// calls the labs and libgpulab use are stand-ins (below). Timing, memory models, races between
+/// blocks and speed are not emulated.
 #pragma once
 
 #include <dlfcn.h>
 #include <ucontext.h>
 
 #include <algorithm>
-
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
-#include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -185,11 +186,13 @@ struct Launch {
               for (Fiber& f : fibers) f.state = State::kRunning;
               continue;
             }
-            std::fprintf(stderr,
-                         "emulate: block (%u, %u, %u) is stuck: %u threads at __syncthreads(), %u at a warp-level "
-                         "call, %u ended (a barrier that not every thread reaches)\n",
-                         bx, by, bz, at_barrier, at_warp, done);
-            std::exit(2);
+            // On a GPU this hangs (or is undefined); here it is an error the caller can report.
+            char what[240];
+            std::snprintf(what, sizeof what,
+                          "emulate: block (%u, %u, %u) is stuck: %u threads at __syncthreads(), %u at a warp-level "
+                          "call, %u ended (a barrier that not every thread reaches)",
+                          bx, by, bz, at_barrier, at_warp, done);
+            throw std::runtime_error(what);
           }
         }
       }
