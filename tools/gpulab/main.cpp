@@ -85,6 +85,7 @@ int start(const cli::Paths& paths) {
   cli::GradeOptions g;
   g.lab = "01";
   const cli::GradeResult r = cli::grade(paths, g);
+  if (!r.lab.empty()) cli::record_progress(paths, r, "01");  // as `grade 01` would: list and next show it
   std::cout << "\nNext: read lessons/01-hello-kernel.md, fill in the TODOs in labs/01-hello-kernel/hello.cu,\n"
                "then run ./gpulab grade 01 until every line says PASS.\n";
   if (!r.not_run_reason.empty()) {
