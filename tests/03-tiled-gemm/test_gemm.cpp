@@ -376,9 +376,7 @@ TEST_CASE("cuBLAS SGEMM baseline agrees with fp64 and is not TF32", "[gpu]") {
   // a sample of its elements against fp64, elementwise and normwise. TF32 (10-bit mantissas)
   // would be ~100x further from fp64 than fp32 at n = 4096 (normwise ~5e-4 against ~2e-6).
   PerfProblem p;
-  std::vector<float> a(p.count), b(p.count);
-  a = p.A.download();
-  b = p.B.download();
+  const std::vector<float> a = p.A.download(), b = p.B.download();
   Rng pick = Rng::for_test("cublas sample");
   const int samples = 512;
   std::vector<float> got;
