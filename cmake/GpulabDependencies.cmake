@@ -1,7 +1,9 @@
-# Header-only dependencies, taken from the system (Debian: catch2, libcli11-dev,
-# nlohmann-json3-dev) or from an ignored .deps/include folder filled by scripts/fill-deps
-# (for machines without network or packages, such as the GPU test machine).
+# Header-only dependencies, from cmake/dependencies.tsv (the one list of the project's Debian
+# packages): each "header:" entry with a target becomes that imported target, found in the system
+# (/usr/include) or in the ignored .deps/include folder filled by scripts/fill-deps (for machines
+# without network or packages, such as the GPU test machine).
 set(GPULAB_DEPS_INCLUDE "${PROJECT_SOURCE_DIR}/.deps/include")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${CMAKE_CURRENT_LIST_DIR}/dependencies.tsv")
 
 function(_gpulab_header_dep target header package)
   find_path(_dir_${target} NAMES ${header} PATHS /usr/include "${GPULAB_DEPS_INCLUDE}" NO_CACHE)
@@ -16,9 +18,16 @@ function(_gpulab_header_dep target header package)
   message(STATUS "gpulab: ${header} from ${_dir_${target}}")
 endfunction()
 
-_gpulab_header_dep(gpulab::catch2 catch2/catch.hpp catch2)
-_gpulab_header_dep(gpulab::cli11 CLI/CLI.hpp libcli11-dev)
-_gpulab_header_dep(gpulab::json nlohmann/json.hpp nlohmann-json3-dev)
+file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/dependencies.tsv" _gpulab_deps REGEX "^[^#]")
+foreach(line IN LISTS _gpulab_deps)
+  string(REPLACE "\t" ";" fields "${line}")
+  list(GET fields 0 package)
+  list(GET fields 1 check)
+  list(GET fields 4 target)
+  if(check MATCHES "^header:(.*)$" AND NOT target STREQUAL "-")
+    _gpulab_header_dep(${target} "${CMAKE_MATCH_1}" ${package})
+  endif()
+endforeach()
 
 # MPI (OpenMPI on Debian: openmpi-bin, libopenmpi-dev): the distributed labs need it; without it
 # they are left out and `gpulab doctor` says how to install it.

@@ -1,61 +1,148 @@
-# gpulab_add_lab(<NN-slug> SOURCES <file names in the lab folder> TESTS <test sources>
-#                [LIBRARIES <libraries the lab and its tests need>] [TIMEOUT <seconds per case>]
-#                [MAIN <test main library>] [MPI_RANKS <W...>] [PERF_RANKS <W...>])
-# MPI_RANKS: the lab is distributed; every case runs under mpirun once per W (PERF_RANKS for the
-# [perf] cases), in CTest and in the grader. MAIN defaults to gpulab_catch_main_cuda.
+# gpulab_add_lab(<NN-slug> TESTS <test sources> [LIBRARIES <libraries the lab and its tests need>]
+#                [MAIN <test main library>])
 #
-# From one list of sources it creates, for lab NN:
+# Everything else about the lab is in tests/NN-slug/lab.json, the one place it is declared:
+# "sources" (the files the learner edits), "timeout_s", "mpi_ranks" and "perf_ranks" (a
+# distributed lab: every case under mpirun at each W). MAIN defaults to gpulab_catch_main_cuda.
+#
+# From the one list of sources it creates, for lab NN:
 #   labNN_ref        solutions/NN-slug/            (the reference; its cases are registered in CTest)
 #   labNN            labs/NN-slug/                 (the learner's working copy)
 #   labNN_sub        build/submission/NN/          (a snapshot `gpulab grade --submission` copies in)
 #   labNN_skeleton   rendered from solutions/ as `gpulab sync` would write labs/
-#   labNN_mutant_K   the reference with region NN.K alone replaced by its stub
-# Every variant links the same test objects, so all are judged by the same cases. Student and
-# reference code live in separate executables and may define the same symbols.
+#   labNN_mutant_K   the reference with region NN.K alone replaced by its stub; only the file that
+#                    holds the region is compiled again, the others are the reference's objects
+# and, for kernel labs (the default MAIN) when GPULAB_ENABLE_EMULATOR is on, the same variants
+# built for the CPU block emulator (tools/emulator): labNN_emu_ref, labNN_emu, labNN_emu_sub,
+# labNN_emu_skeleton, labNN_emu_mutant_K. Every variant links the same test objects, so all are
+# judged by the same cases; student and reference code live in separate executables.
 # The CLI learns about the lab from build/labinfo/NN.json, written here.
 
 set(GPULAB_LABINFO_DIR "${CMAKE_BINARY_DIR}/labinfo")
 set(GPULAB_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")
+set(GPULAB_EMU_DIR "${PROJECT_SOURCE_DIR}/tools/emulator")
 define_property(GLOBAL PROPERTY GPULAB_LABS BRIEF_DOCS "labs" FULL_DOCS "lab slugs added")
 
-# One executable from a folder holding the lab's sources.
-function(_gpulab_lab_exe name num dir sources exclude)
-  set(files)
-  foreach(f IN LISTS sources)
-    list(APPEND files "${dir}/${f}")
+# The region scanner: regions.cpp (the CLI's own parser) compiled at configure time, so that the
+# build and the CLI read SOLUTION regions with one grammar.
+function(_gpulab_region_scanner out)
+  set(dir "${PROJECT_SOURCE_DIR}/tools/gpulab")
+  set(srcs "${dir}/region_scan.cpp" "${dir}/regions.cpp" "${dir}/files.cpp")
+  set(exe "${CMAKE_BINARY_DIR}/region-scan")
+  set(stale OFF)
+  foreach(s IN LISTS srcs ITEMS "${dir}/regions.hpp" "${dir}/files.hpp")
+    if(NOT EXISTS "${exe}" OR "${s}" IS_NEWER_THAN "${exe}")
+      set(stale ON)
+    endif()
   endforeach()
-  add_library(${name}_src OBJECT ${files})
-  target_link_libraries(${name}_src PRIVATE gpulab lab${num}_interface)
-  add_executable(${name} $<TARGET_OBJECTS:${name}_src>)
-  target_link_libraries(${name} PRIVATE lab${num}_tests lab${num}_main)
-  if(exclude)
-    set_target_properties(${name}_src ${name} PROPERTIES EXCLUDE_FROM_ALL ON)
+  if(stale)
+    execute_process(COMMAND "${CMAKE_CXX_COMPILER}" -std=c++17 -O1 "-I${dir}" "-I${PROJECT_SOURCE_DIR}/common/include"
+                            ${srcs} -o "${exe}"
+                    RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE err)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "gpulab: compiling the region scanner failed:\n${err}")
+    endif()
+  endif()
+  set(${out} "${exe}" PARENT_SCOPE)
+endfunction()
+
+# The regions of @p file as "id" list; a malformed marker stops the configure with file:line.
+function(_gpulab_regions_of file number out)
+  _gpulab_region_scanner(scanner)
+  execute_process(COMMAND "${scanner}" "${file}" "${number}" RESULT_VARIABLE rc OUTPUT_VARIABLE ids ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gpulab: ${err}")
+  endif()
+  string(STRIP "${ids}" ids)
+  string(REPLACE "\n" ";" ids "${ids}")
+  set(${out} "${ids}" PARENT_SCOPE)
+endfunction()
+
+# lab.json's value at @p key (a JSON array becomes a CMake list), or @p default.
+function(_gpulab_json_get json key default out)
+  string(JSON type ERROR_VARIABLE err TYPE "${json}" ${key})
+  if(err)
+    set(${out} "${default}" PARENT_SCOPE)
+    return()
+  endif()
+  if(type STREQUAL "ARRAY")
+    string(JSON n LENGTH "${json}" ${key})
+    set(values)
+    if(n GREATER 0)
+      math(EXPR last "${n} - 1")
+      foreach(i RANGE ${last})
+        string(JSON v GET "${json}" ${key} ${i})
+        list(APPEND values "${v}")
+      endforeach()
+    endif()
+    set(${out} "${values}" PARENT_SCOPE)
+  else()
+    string(JSON v GET "${json}" ${key})
+    set(${out} "${v}" PARENT_SCOPE)
   endif()
 endfunction()
 
-# A variant whose sources the CLI renders from solutions/ (mode: skeleton or mutant).
-function(_gpulab_rendered_exe name num slug mode region sources)
-  set(out_dir "${CMAKE_BINARY_DIR}/variants/${name}")
-  set(outputs)
-  foreach(f IN LISTS sources)
-    set(in "${PROJECT_SOURCE_DIR}/solutions/${slug}/${f}")
-    add_custom_command(
-      OUTPUT "${out_dir}/${f}"
-      COMMAND gpulab-cli render --mode ${mode} --region "${region}" --lab ${slug}
-              --input "${in}" --output "${out_dir}/${f}"
-      DEPENDS "${in}" gpulab-cli
-      COMMENT "gpulab: rendering ${mode} ${region} of ${slug}/${f}" VERBATIM)
+# A JSON list of strings from a CMake list (generator expressions allowed in the items).
+function(_gpulab_json_list out)
+  set(q)
+  foreach(item IN LISTS ARGN)
+    list(APPEND q "\"${item}\"")
   endforeach()
-  _gpulab_lab_exe(${name} ${num} "${out_dir}" "${sources}" ON)
+  list(JOIN q "," joined)
+  set(${out} "[${joined}]" PARENT_SCOPE)
 endfunction()
 
-# gpulab_register_tests(<target> <label> <timeout> [MPI_RANKS <W...>] [PERF_RANKS <W...>]):
+# An executable from object-library targets, linked with the lab's tests; and its labinfo entry.
+function(_gpulab_lab_exe name own_objects other_objects tests main exclude json_out)
+  set(files)
+  foreach(o IN LISTS own_objects other_objects)
+    list(APPEND files $<TARGET_OBJECTS:${o}>)
+  endforeach()
+  add_executable(${name} ${files})
+  target_link_libraries(${name} PRIVATE ${tests} ${main})
+  if(exclude)
+    set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL ON)
+  endif()
+  _gpulab_json_list(compile ${own_objects})
+  set(own_files)
+  foreach(o IN LISTS own_objects)
+    list(APPEND own_files "$<JOIN:$<TARGET_OBJECTS:${o}>,\",\">")
+  endforeach()
+  _gpulab_json_list(objects ${own_files})
+  set(${json_out} "{\"target\":\"${name}\",\"exe\":\"$<TARGET_FILE:${name}>\",\"compile\":${compile},\"objects\":${objects}}"
+      PARENT_SCOPE)
+endfunction()
+
+# Source files rendered by the CLI from solutions/ (mode: skeleton or mutant, or emu: a .cu file
+# rewritten for the emulator). Sets ${out} to the rendered paths.
+function(_gpulab_render out_dir slug mode region files out)
+  set(outputs)
+  foreach(in IN LISTS files)
+    get_filename_component(f "${in}" NAME)
+    if(mode STREQUAL "emu")
+      set(dest "${out_dir}/${f}.cpp")
+      add_custom_command(OUTPUT "${dest}" COMMAND gpulab-cli emu-transform --input "${in}" --output "${dest}"
+                         DEPENDS "${in}" gpulab-cli COMMENT "gpulab: emulator build of ${f}" VERBATIM)
+    else()
+      set(dest "${out_dir}/${f}")
+      add_custom_command(OUTPUT "${dest}"
+                         COMMAND gpulab-cli render --mode ${mode} --region "${region}" --lab ${slug} --input "${in}" --output "${dest}"
+                         DEPENDS "${in}" gpulab-cli COMMENT "gpulab: rendering ${mode} ${region} of ${slug}/${f}" VERBATIM)
+    endif()
+    list(APPEND outputs "${dest}")
+  endforeach()
+  set(${out} "${outputs}" PARENT_SCOPE)
+endfunction()
+
+# gpulab_register_tests(<target> <label> <timeout> [MPI_RANKS <W...>] [PERF_RANKS <W...>]
+#                       [CASES_FILE <file>]):
 # one CTest entry per test case of a test program, discovered after each build (the program
 # lists its cases with --gpulab-list, which also enforces the [cpu]/[gpu] tags), labelled <label>
 # and cpu or gpu. With MPI_RANKS, one entry per case and W, run by `gpulab-cli mpirun` (mpirun
-# with a time limit, per-rank output files and no orphans), labelled mpi too.
+# with a time limit, per-rank output files and no orphans), labelled mpi too. CASES_FILE: also
+# keep the listing there (the CLI reads a lab's cases and their tags from it).
 function(gpulab_register_tests target label timeout)
-  cmake_parse_arguments(PARSE_ARGV 3 ARG "" "" "MPI_RANKS;PERF_RANKS")
+  cmake_parse_arguments(PARSE_ARGV 3 ARG "" "CASES_FILE" "MPI_RANKS;PERF_RANKS")
   set(tests_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests.cmake")
   string(REPLACE ";" "," ranks "${ARG_MPI_RANKS}")
   string(REPLACE ";" "," perf_ranks "${ARG_PERF_RANKS}")
@@ -63,7 +150,7 @@ function(gpulab_register_tests target label timeout)
     COMMAND "${CMAKE_COMMAND}" -D "EXE=$<TARGET_FILE:${target}>" -D "OUT=${tests_file}"
             -D "PREFIX=${target}" -D "LABEL=${label}" -D "TIMEOUT=${timeout}"
             -D "RANKS=${ranks}" -D "PERF_RANKS=${perf_ranks}" -D "CLI=$<TARGET_FILE:gpulab-cli>"
-            -D "LOGS=${CMAKE_CURRENT_BINARY_DIR}/mpi-logs"
+            -D "LOGS=${CMAKE_CURRENT_BINARY_DIR}/mpi-logs" -D "CASES_FILE=${ARG_CASES_FILE}"
             -P "${GPULAB_CMAKE_DIR}/GpulabWriteTests.cmake"
     VERBATIM)
   if(ARG_MPI_RANKS)
@@ -77,44 +164,203 @@ function(gpulab_register_tests target label timeout)
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${include_file}")
 endfunction()
 
+# The variants of one lab for one toolchain (prefix "" for the real build, "emu_" for the
+# emulator's); appends their labinfo entries to ${variants_json} and ${mutants_json}.
+function(_gpulab_variant_set num slug prefix iface tests main region_files)
+  set(sol_dir "${PROJECT_SOURCE_DIR}/solutions/${slug}")
+  set(lab_dir "${PROJECT_SOURCE_DIR}/labs/${slug}")
+  set(sub_dir "${CMAKE_BINARY_DIR}/submission/${num}")
+  set(gen "${CMAKE_BINARY_DIR}/variants")
+  set(emu OFF)
+  set(exclude_ref OFF)
+  set(strict STRICT)
+  set(lenient LENIENT)
+  if(prefix STREQUAL "emu_")
+    set(emu ON)
+    set(exclude_ref ON)
+    set(strict NONE)
+    set(lenient NONE)
+  endif()
+  # Where each variant's sources come from: emulator builds compile transformed copies.
+  macro(_sources_for var dir)
+    set(${var})
+    foreach(f IN LISTS GPULAB_LAB_SOURCES)
+      list(APPEND ${var} "${dir}/${f}")
+    endforeach()
+    if(emu)
+      _gpulab_render("${gen}/lab${num}_${prefix}${ARGV2}" ${slug} emu "" "${${var}}" ${var})
+    endif()
+  endmacro()
+  set(vjson "")
+  set(mjson "")
+  # Reference (strict warnings), learner and submission (warnings shown, never errors).
+  _sources_for(ref_files "${sol_dir}" ref)
+  _gpulab_objects_of(lab${num}_${prefix}ref "${ref_files}" ${iface} ${strict})
+  _gpulab_lab_exe(lab${num}_${prefix}ref "${lab${num}_${prefix}ref_objects}" "" ${tests} ${main} ${exclude_ref} j)
+  string(APPEND vjson "\"${prefix}ref\":${j}")
+  set(ref_objects "${lab${num}_${prefix}ref_objects}")
+  if(GPULAB_LAB_HAS_LEARNER_FILES)
+    _sources_for(lab_files "${lab_dir}" lab)
+    _gpulab_objects_of(lab${num}_${prefix}lab "${lab_files}" ${iface} ${lenient})
+    if(emu)
+      set(lab_name lab${num}_emu)
+    else()
+      set(lab_name lab${num})
+    endif()
+    _gpulab_lab_exe(${lab_name} "${lab${num}_${prefix}lab_objects}" "" ${tests} ${main} ${emu} j)
+    string(APPEND vjson ",\"${prefix}lab\":${j}")
+    _sources_for(sub_files "${sub_dir}" sub)
+    _gpulab_objects_of(lab${num}_${prefix}sub "${sub_files}" ${iface} ${lenient})
+    _gpulab_lab_exe(lab${num}_${prefix}sub "${lab${num}_${prefix}sub_objects}" "" ${tests} ${main} ON j)
+    string(APPEND vjson ",\"${prefix}sub\":${j}")
+  endif()
+  # Skeleton: every file rendered. Mutants: one file rendered, the rest the reference's objects.
+  set(skel)
+  foreach(f IN LISTS GPULAB_LAB_SOURCES)
+    list(APPEND skel "${sol_dir}/${f}")
+  endforeach()
+  _gpulab_render("${gen}/lab${num}_${prefix}skeleton" ${slug} skeleton "" "${skel}" skel)
+  if(emu)
+    _gpulab_render("${gen}/lab${num}_${prefix}skeleton" ${slug} emu "" "${skel}" skel)
+  endif()
+  _gpulab_objects_of(lab${num}_${prefix}skeleton "${skel}" ${iface} ${lenient})
+  _gpulab_lab_exe(lab${num}_${prefix}skeleton "${lab${num}_${prefix}skeleton_objects}" "" ${tests} ${main} ON j)
+  string(APPEND vjson ",\"${prefix}skeleton\":${j}")
+  set(variant_targets lab${num}_${prefix}skeleton)
+  set(sep "")
+  foreach(pair IN LISTS region_files)
+    string(REPLACE "|" ";" pair "${pair}")
+    list(GET pair 0 r)
+    list(GET pair 1 index)
+    list(GET GPULAB_LAB_SOURCES ${index} f)
+    string(REPLACE "." "_" rid "${r}")
+    set(name lab${num}_${prefix}mutant_${rid})
+    _gpulab_render("${gen}/${name}" ${slug} mutant "${r}" "${sol_dir}/${f}" mutated)
+    if(emu)
+      _gpulab_render("${gen}/${name}" ${slug} emu "" "${mutated}" mutated)
+    endif()
+    _gpulab_objects_of(${name} "${mutated}" ${iface} ${lenient})
+    set(others "${ref_objects}")
+    list(REMOVE_AT others ${index})
+    _gpulab_lab_exe(${name} "${${name}_objects}" "${others}" ${tests} ${main} ON j)
+    string(APPEND mjson "${sep}\"${r}\":${j}")
+    set(sep ",")
+    list(APPEND variant_targets ${name})
+  endforeach()
+  add_custom_target(lab${num}_${prefix}variants DEPENDS ${variant_targets})
+  if(emu)
+    add_dependencies(gpulab_emu_variants lab${num}_${prefix}variants)
+  else()
+    add_dependencies(gpulab_variants lab${num}_${prefix}variants)
+  endif()
+  if(variants_json)
+    set(vjson "${variants_json},${vjson}")
+  endif()
+  set(variants_json "${vjson}" PARENT_SCOPE)
+  set(${prefix}mutants_json "${mjson}" PARENT_SCOPE)
+endfunction()
+
+# One object library per source file of a variant, so that a mutant recompiles one file only.
+# Sets ${name}_objects (the targets) in the caller. warnings: STRICT, LENIENT or NONE (emulator).
+function(_gpulab_objects_of name files iface warnings)
+  set(objs)
+  set(i 0)
+  foreach(file IN LISTS files)
+    add_library(${name}_src${i} OBJECT "${file}")
+    target_link_libraries(${name}_src${i} PRIVATE ${iface})
+    gpulab_warnings(${name}_src${i} ${warnings})
+    set_target_properties(${name}_src${i} PROPERTIES EXCLUDE_FROM_ALL ON)
+    list(APPEND objs ${name}_src${i})
+    math(EXPR i "${i} + 1")
+  endforeach()
+  set(${name}_objects "${objs}" PARENT_SCOPE)
+endfunction()
+
+function(_gpulab_write_labinfo num content)
+  file(GENERATE OUTPUT "${GPULAB_LABINFO_DIR}/${num}.json" CONTENT "${content}\n")
+endfunction()
+
 function(gpulab_add_lab slug)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "TIMEOUT;MAIN" "SOURCES;TESTS;LIBRARIES;MPI_RANKS;PERF_RANKS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "MAIN" "TESTS;LIBRARIES")
   string(SUBSTRING "${slug}" 0 2 num)
   set(test_dir "${CMAKE_CURRENT_SOURCE_DIR}")
   set(sol_dir "${PROJECT_SOURCE_DIR}/solutions/${slug}")
   set(lab_dir "${PROJECT_SOURCE_DIR}/labs/${slug}")
   set(sub_dir "${CMAKE_BINARY_DIR}/submission/${num}")
-  if(NOT ARG_TIMEOUT)
-    set(ARG_TIMEOUT 120)
-  endif()
-  if(NOT ARG_MAIN)
-    set(ARG_MAIN gpulab_catch_main_cuda)
-  endif()
-  if(ARG_MPI_RANKS AND NOT ARG_PERF_RANKS)
-    set(ARG_PERF_RANKS ${ARG_MPI_RANKS})
-  endif()
   set_property(GLOBAL APPEND PROPERTY GPULAB_LABS "${slug}")
 
-  # Regions, read at configure time; editing a solution re-runs configure.
-  set(regions)
-  foreach(f IN LISTS ARG_SOURCES)
+  # lab.json: the lab's own facts (editing it re-runs configure).
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${test_dir}/lab.json")
+  file(READ "${test_dir}/lab.json" lab_json)
+  _gpulab_json_get("${lab_json}" sources "" GPULAB_LAB_SOURCES)
+  _gpulab_json_get("${lab_json}" timeout_s 120 timeout)
+  _gpulab_json_get("${lab_json}" mpi_ranks "" mpi_ranks)
+  _gpulab_json_get("${lab_json}" perf_ranks "${mpi_ranks}" perf_ranks)
+  if(NOT GPULAB_LAB_SOURCES)
+    message(FATAL_ERROR "gpulab: tests/${slug}/lab.json lists no \"sources\"")
+  endif()
+  set(custom_main ON)
+  if(NOT ARG_MAIN)
+    set(ARG_MAIN gpulab_catch_main_cuda)
+    set(custom_main OFF)
+  endif()
+
+  # Regions, read at configure time with the CLI's own grammar; editing a solution re-runs it.
+  set(region_files)
+  set(regions_json "")
+  set(sep "")
+  set(index 0)
+  foreach(f IN LISTS GPULAB_LAB_SOURCES)
+    if(NOT EXISTS "${sol_dir}/${f}")
+      message(FATAL_ERROR "gpulab: tests/${slug}/lab.json names ${f}, which is not in solutions/${slug}/")
+    endif()
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${sol_dir}/${f}")
-    file(STRINGS "${sol_dir}/${f}" lines REGEX "BEGIN SOLUTION\\([0-9]+\\.[0-9]+\\)")
-    foreach(l IN LISTS lines)
-      string(REGEX MATCH "BEGIN SOLUTION\\(([0-9]+\\.[0-9]+)\\)" _m "${l}")
-      list(APPEND regions "${CMAKE_MATCH_1}")
+    _gpulab_regions_of("${sol_dir}/${f}" ${num} ids)
+    foreach(r IN LISTS ids)
+      list(APPEND region_files "${r}|${index}")
+      string(APPEND regions_json "${sep}{\"id\":\"${r}\",\"file\":\"${f}\"}")
+      set(sep ",")
     endforeach()
+    math(EXPR index "${index} + 1")
   endforeach()
+
+  # The learner's folder: written by `gpulab sync` and committed. If a file is missing (deleted
+  # by accident, or a new lab before its first sync) the learner targets are left out, so the
+  # rest of the tree, sync included, still builds.
+  set(GPULAB_LAB_HAS_LEARNER_FILES ON)
+  foreach(f IN LISTS GPULAB_LAB_SOURCES)
+    if(NOT EXISTS "${lab_dir}/${f}")
+      set(GPULAB_LAB_HAS_LEARNER_FILES OFF)
+      message(WARNING "gpulab: labs/${slug}/${f} is missing: restore it with `git checkout labs/` "
+                      "or write it with `./gpulab sync`. Lab ${num} cannot be graded until then.")
+    elseif(NOT EXISTS "${sub_dir}/${f}")
+      file(COPY "${lab_dir}/${f}" DESTINATION "${sub_dir}")
+    endif()
+  endforeach()
+
+  set(head "\"number\":\"${num}\",\"slug\":\"${slug}\",\"submission_dir\":\"${sub_dir}\",\"regions\":[${regions_json}]")
+  set(variants_json "")
+  set(mutants_json "")
+  set(emu_mutants_json "")
+  # The emulator: kernel labs (the default test main) only; distributed labs run on the CPU as they are.
+  if(GPULAB_ENABLE_EMULATOR AND NOT custom_main)
+    add_library(lab${num}_emu_interface INTERFACE)
+    target_include_directories(lab${num}_emu_interface INTERFACE "${test_dir}")
+    target_link_libraries(lab${num}_emu_interface INTERFACE gpulab_emu)
+    add_library(lab${num}_emu_tests OBJECT ${ARG_TESTS})
+    target_link_libraries(lab${num}_emu_tests PUBLIC gpulab_emu gpulab_testing lab${num}_emu_interface)
+    set_target_properties(lab${num}_emu_tests PROPERTIES EXCLUDE_FROM_ALL ON)
+    _gpulab_variant_set(${num} ${slug} emu_ lab${num}_emu_interface lab${num}_emu_tests gpulab_emu_main "${region_files}")
+  endif()
 
   set(missing "")
   if(NOT GPULAB_HAVE_CUDA)
     set(missing "no CUDA toolkit")
-  elseif(ARG_MPI_RANKS AND NOT GPULAB_HAVE_MPI)
+  elseif(custom_main AND NOT TARGET ${ARG_MAIN})
     set(missing "no MPI (apt-get install libopenmpi-dev openmpi-bin)")
   endif()
   if(missing)
-    file(WRITE "${GPULAB_LABINFO_DIR}/${num}.json"
-         "{\"number\":\"${num}\",\"slug\":\"${slug}\",\"buildable\":false,\"reason\":\"${missing}\"}\n")
+    _gpulab_write_labinfo(${num} "{${head},\"buildable\":false,\"reason\":\"${missing}\",\"variants\":{${variants_json}},\"emu_mutants\":{${emu_mutants_json}}}")
     message(STATUS "gpulab: lab ${slug} not built: ${missing}")
     return()
   endif()
@@ -122,76 +368,14 @@ function(gpulab_add_lab slug)
   # The interface header(s) in tests/NN-slug are owned by the tests; labs and solutions include them.
   add_library(lab${num}_interface INTERFACE)
   target_include_directories(lab${num}_interface INTERFACE "${test_dir}")
-  target_link_libraries(lab${num}_interface INTERFACE ${ARG_LIBRARIES})
-  add_library(lab${num}_main INTERFACE)
-  target_link_libraries(lab${num}_main INTERFACE ${ARG_MAIN})
+  target_link_libraries(lab${num}_interface INTERFACE gpulab ${ARG_LIBRARIES})
   add_library(lab${num}_tests OBJECT ${ARG_TESTS})
   target_link_libraries(lab${num}_tests PUBLIC gpulab gpulab_testing lab${num}_interface ${ARG_LIBRARIES})
+  gpulab_warnings(lab${num}_tests STRICT)
+  _gpulab_variant_set(${num} ${slug} "" lab${num}_interface lab${num}_tests ${ARG_MAIN} "${region_files}")
 
-  _gpulab_lab_exe(lab${num}_ref ${num} "${sol_dir}" "${ARG_SOURCES}" OFF)
-  # The learner's folder: written by `gpulab sync` and committed. If a file is missing (deleted
-  # by accident, or a new lab before its first sync) the learner targets are left out, so the
-  # rest of the tree, sync included, still builds.
-  set(have_lab_files ON)
-  foreach(f IN LISTS ARG_SOURCES)
-    if(NOT EXISTS "${lab_dir}/${f}")
-      set(have_lab_files OFF)
-      message(WARNING "gpulab: labs/${slug}/${f} is missing: restore it with `git checkout labs/` "
-                      "or write it with `./gpulab sync`. Lab ${num} cannot be graded until then.")
-    endif()
-  endforeach()
-  if(have_lab_files)
-    _gpulab_lab_exe(lab${num} ${num} "${lab_dir}" "${ARG_SOURCES}" OFF)
-    foreach(f IN LISTS ARG_SOURCES)
-      if(NOT EXISTS "${sub_dir}/${f}")
-        file(COPY "${lab_dir}/${f}" DESTINATION "${sub_dir}")
-      endif()
-    endforeach()
-    _gpulab_lab_exe(lab${num}_sub ${num} "${sub_dir}" "${ARG_SOURCES}" ON)
-    set(objs "$<JOIN:$<TARGET_OBJECTS:lab${num}_src>,\",\">")
-    set(sub_objs "$<JOIN:$<TARGET_OBJECTS:lab${num}_sub_src>,\",\">")
-    set(learner_json
-"  \"lab\":{\"target\":\"lab${num}\",\"exe\":\"$<TARGET_FILE:lab${num}>\",\"objects\":[\"${objs}\"]},
-  \"sub\":{\"target\":\"lab${num}_sub\",\"exe\":\"$<TARGET_FILE:lab${num}_sub>\",\"objects\":[\"${sub_objs}\"]},
-")
-  else()
-    set(learner_json "")
-  endif()
-
-  _gpulab_rendered_exe(lab${num}_skeleton ${num} ${slug} skeleton "" "${ARG_SOURCES}")
-  set(variant_targets lab${num}_skeleton)
-  set(mutants_json "")
-  set(sep "")
-  foreach(r IN LISTS regions)
-    string(REPLACE "." "_" rid "${r}")
-    _gpulab_rendered_exe(lab${num}_mutant_${rid} ${num} ${slug} mutant "${r}" "${ARG_SOURCES}")
-    list(APPEND variant_targets lab${num}_mutant_${rid})
-    string(APPEND mutants_json "${sep}\"${r}\":{\"target\":\"lab${num}_mutant_${rid}\",\"exe\":\"$<TARGET_FILE:lab${num}_mutant_${rid}>\"}")
-    set(sep ",")
-  endforeach()
-  add_custom_target(lab${num}_variants DEPENDS ${variant_targets})
-  add_dependencies(gpulab_variants lab${num}_variants)
-
-  # CTest: one entry per reference test case.
-  gpulab_register_tests(lab${num}_ref lab${num} ${ARG_TIMEOUT} MPI_RANKS ${ARG_MPI_RANKS} PERF_RANKS ${ARG_PERF_RANKS})
-
-  # What the CLI needs to know about this lab.
-  string(REPLACE ";" "," mpi_ranks_json "${ARG_MPI_RANKS}")
-  string(REPLACE ";" "," perf_ranks_json "${ARG_PERF_RANKS}")
-  list(TRANSFORM ARG_SOURCES PREPEND "\"" OUTPUT_VARIABLE q)
-  list(TRANSFORM q APPEND "\"")
-  list(JOIN q "," sources_json)
-  list(TRANSFORM regions PREPEND "\"" OUTPUT_VARIABLE q)
-  list(TRANSFORM q APPEND "\"")
-  list(JOIN q "," regions_json)
-  file(GENERATE OUTPUT "${GPULAB_LABINFO_DIR}/${num}.json" CONTENT
-"{\"number\":\"${num}\",\"slug\":\"${slug}\",\"buildable\":true,\"timeout_s\":${ARG_TIMEOUT},
- \"mpi_ranks\":[${mpi_ranks_json}],\"perf_ranks\":[${perf_ranks_json}],
- \"sources\":[${sources_json}],\"regions\":[${regions_json}],
- \"test_dir\":\"${test_dir}\",\"submission_dir\":\"${sub_dir}\",
- \"variants\":{
-  \"ref\":{\"target\":\"lab${num}_ref\",\"exe\":\"$<TARGET_FILE:lab${num}_ref>\"},
-${learner_json}  \"skeleton\":{\"target\":\"lab${num}_skeleton\",\"exe\":\"$<TARGET_FILE:lab${num}_skeleton>\"}},
- \"mutants\":{${mutants_json}}}
-")
+  # CTest: one entry per reference test case; the listing is kept for the CLI.
+  gpulab_register_tests(lab${num}_ref lab${num} ${timeout} MPI_RANKS ${mpi_ranks} PERF_RANKS ${perf_ranks}
+                        CASES_FILE "${GPULAB_LABINFO_DIR}/${num}-cases.txt")
+  _gpulab_write_labinfo(${num} "{${head},\"buildable\":true,\"variants\":{${variants_json}},\"mutants\":{${mutants_json}},\"emu_mutants\":{${emu_mutants_json}}}")
 endfunction()

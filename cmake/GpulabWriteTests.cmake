@@ -1,6 +1,7 @@
 # Run at build time (cmake -P) after a lab executable is linked: asks it for its test cases
 # (`--gpulab-list`, which also enforces exactly one of [cpu]/[gpu] per case) and writes one
 # CTest entry per case. Exit code 77 ("no CUDA device") is reported by CTest as skipped.
+# CASES_FILE (optional): the listing is also written there, for the CLI (a lab's cases and tags).
 execute_process(COMMAND "${EXE}" --gpulab-list RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   file(REMOVE "${OUT}")
@@ -47,3 +48,6 @@ foreach(line IN LISTS lines)
   endif()
 endforeach()
 file(WRITE "${OUT}" "${content}")
+if(CASES_FILE)
+  file(WRITE "${CASES_FILE}" "${out}")
+endif()

@@ -69,7 +69,14 @@ BenchResult bench(const std::function<void(cudaStream_t)>& work, const BenchOpti
   result.min_ms = *std::min_element(result.samples_ms.begin(), result.samples_ms.end());
   result.max_ms = *std::max_element(result.samples_ms.begin(), result.samples_ms.end());
   result.cv = coefficient_of_variation(result.samples_ms);
+  result.warmup_ms = options.warmup_ms;
+  result.flushed_l2 = options.flush_l2;
   return result;
+}
+
+std::string BenchResult::describe() const {
+  return "median of " + std::to_string(samples_ms.size()) + " CUDA-event samples after " +
+         std::to_string(static_cast<long>(warmup_ms + 0.5)) + " ms of warm-up" + (flushed_l2 ? ", the L2 flushed before each" : "");
 }
 
 double measure_d2d_memcpy_gbs(std::size_t bytes, const BenchOptions& options) {

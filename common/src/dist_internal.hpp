@@ -1,5 +1,5 @@
 /// @file dist_internal.hpp
-/// @brief Between the host part of the Communicator and its device backends (dist_cuda.cpp, or
+/// @brief Between the host part of the Communicator and its device backends (dist_cuda.cu, or
 /// dist_nocuda.cpp in a build without CUDA).
 #pragma once
 

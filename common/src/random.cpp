@@ -2,6 +2,8 @@
 /// @brief The run's seed and reproducible random fills.
 #include "gpulab/random.hpp"
 
+#include "gpulab/hash.hpp"
+
 #include <cstdlib>
 #include <string>
 
@@ -19,11 +21,9 @@ std::uint64_t& seed_slot() {
   return seed;
 }
 
-// 64-bit FNV-1a, then a splitmix64 finaliser so that nearby seeds give unrelated streams.
+// FNV-1a of the salt, then a splitmix64 finaliser so that nearby seeds give unrelated streams.
 std::uint64_t mix(std::uint64_t seed, std::string_view salt) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : salt) h = (h ^ c) * 1099511628211ull;
-  std::uint64_t z = seed ^ h;
+  std::uint64_t z = seed ^ fnv1a64(salt);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);

@@ -405,7 +405,7 @@ void measure_streaming(const std::string& metric, double bytes_per_element, doub
   const gpulab::DeviceInfo dev = gpulab::query_device();
   gpulab::testing::record_performance(metric, gbs, "GB/s", memcpy_gbs, "D2D cudaMemcpy",
                                       {{"elements", n}, {"median_ms", r.median_ms}, {"cv", r.cv},
-                                       {"samples", r.samples_ms.size()}, {"device", dev.name},
+                                       {"samples", r.samples_ms.size()}, {"timing", r.describe()}, {"device", dev.name},
                                        {"flops_per_byte", flops_per_element / bytes_per_element},
                                        {"peaks", gpulab::testing::peak_fields()},
                                        {"kernels", gpulab::testing::launched_kernels([&](cudaStream_t s) {

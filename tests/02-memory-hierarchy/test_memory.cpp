@@ -240,8 +240,9 @@ int transpose_side() {
   return side;
 }
 
-double transpose_gbs(TransposeFn fn, const DeviceBuffer<float>& in, DeviceBuffer<float>& out, int side) {
+double transpose_gbs(TransposeFn fn, const DeviceBuffer<float>& in, DeviceBuffer<float>& out, int side, std::string* timing = nullptr) {
   const gpulab::BenchResult r = gpulab::bench([&](cudaStream_t s) { fn(in.data(), out.data(), side, side, s); });
+  if (timing != nullptr) *timing = r.describe();
   return gpulab::gb_per_s(2.0 * sizeof(float) * side * static_cast<double>(side), r.median_ms);  // read + write
 }
 }  // namespace
@@ -265,12 +266,13 @@ TEST_CASE("transpose bandwidth", "[gpu][perf]") {
              std::to_string(wrong) + " sampled elements wrong");
   const double naive = transpose_gbs(&lab02::transpose_naive, din, dout, side);
   const double tiled = transpose_gbs(&lab02::transpose_tiled, din, dout, side);
-  const double padded = transpose_gbs(&lab02::transpose_padded, din, dout, side);
+  std::string timing;
+  const double padded = transpose_gbs(&lab02::transpose_padded, din, dout, side, &timing);
   char note[200];
   std::snprintf(note, sizeof note, "rungs: naive %.0f GB/s, tiled %.0f GB/s, padded %.0f GB/s (padded/tiled %.2fx)",
                 naive, tiled, padded, tiled > 0 ? padded / tiled : 0.0);
   gpulab::testing::record_performance("transpose_padded", padded, "GB/s", memcpy_gbs_for(count * sizeof(float)), "D2D cudaMemcpy",
-                                      {{"side", side}, {"naive_gbs", naive}, {"tiled_gbs", tiled}, {"note", note},
+                                      {{"side", side}, {"naive_gbs", naive}, {"tiled_gbs", tiled}, {"note", note}, {"timing", timing},
                                        {"kernels", gpulab::testing::launched_kernels([&](cudaStream_t s) {
                                           lab02::transpose_padded(din.data(), dout.data(), side, side, s);
                                         })},
@@ -314,7 +316,7 @@ TEST_CASE("reduction bandwidth", "[gpu][perf]") {
   // of a copy, which counts both directions).
   const double gbs = gpulab::gb_per_s(static_cast<double>(n) * sizeof(float), r.median_ms);
   gpulab::testing::record_performance("reduce_grid_stride", gbs, "GB/s read", memcpy_gbs_for(n * sizeof(float)), "D2D cudaMemcpy",
-                                      {{"elements", n}, {"flops_per_byte", 0.25},
+                                      {{"elements", n}, {"flops_per_byte", 0.25}, {"timing", r.describe()},
                                        {"peaks", gpulab::testing::peak_fields()},
                                        {"kernels", gpulab::testing::launched_kernels([&](cudaStream_t s) {
                                           lab02::reduce_sum(lab02::SumRung::kGridStride, dx.data(), n, 256, scratch.data(),
@@ -338,7 +340,7 @@ TEST_CASE("histogram bandwidth", "[gpu][perf]") {
   const gpulab::BenchResult r = gpulab::bench([&](cudaStream_t s) { lab02::histogram_shared(ddata.data(), n, bins.data(), s); });
   gpulab::testing::record_performance("histogram_shared", gpulab::gb_per_s(static_cast<double>(n), r.median_ms), "GB/s read",
                                       memcpy_gbs_for(n), "D2D cudaMemcpy",
-                                      {{"bytes", n},
+                                      {{"bytes", n}, {"timing", r.describe()},
                                        {"kernels", gpulab::testing::launched_kernels([&](cudaStream_t s) {
                                           lab02::histogram_shared(ddata.data(), n, bins.data(), s);
                                         })},

@@ -412,7 +412,7 @@ TEST_CASE("cuBLAS SGEMM baseline agrees with fp64 and is not TF32", "[gpu]") {
 namespace {
 
 /// Verifies and times one rung; returns GFLOP/s (0 when wrong).
-double measure_rung(PerfProblem& p, Rung rung, const gpulab::BenchOptions& options, bool record_check) {
+double measure_rung(PerfProblem& p, Rung rung, const gpulab::BenchOptions& options, bool record_check, std::string* timing = nullptr) {
   p.C.fill(kNaN);
   lab03::sgemm(rung, p.n, p.n, p.n, 1.0f, p.A.data(), p.B.data(), 0.0f, p.C.data(), nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -423,6 +423,7 @@ double measure_rung(PerfProblem& p, Rung rung, const gpulab::BenchOptions& optio
   if (!r.ok()) return 0.0;
   const gpulab::BenchResult b = gpulab::bench(
       [&](cudaStream_t s) { lab03::sgemm(rung, p.n, p.n, p.n, 1.0f, p.A.data(), p.B.data(), 0.0f, p.C.data(), s); }, options);
+  if (timing != nullptr) *timing = b.describe();
   return p.gflops(b.median_ms);
 }
 
@@ -431,9 +432,11 @@ void rung_speed(Rung rung, bool with_ladder) {
   const double cublas = p.gflops(
       gpulab::bench([&](cudaStream_t s) { p.cublas.sgemm(p.n, p.n, p.n, 1.0f, p.A.data(), p.B.data(), 0.0f, p.C.data(), s); })
           .median_ms);
-  const double mine = measure_rung(p, rung, {}, true);
+  std::string timing;
+  const double mine = measure_rung(p, rung, {}, true, &timing);
   if (mine <= 0.0) return;  // wrong: reported above, nothing to time
   nlohmann::json extra = {{"n", p.n},
+                          {"timing", timing},
                           {"flops_per_byte", 2.0 * p.n / (3.0 * sizeof(float))},  // compulsory traffic: A, B, C once
                           {"peaks", gpulab::testing::peak_fields()},
                           {"kernels", rung_kernels(rung, p.A.data(), p.B.data(), p.C.data(), p.n)},

@@ -24,12 +24,15 @@
 #include "gpulab/compare.hpp"
 #include "gpulab/device_buffer.hpp"
 #include "gpulab/dist.hpp"
+#include "gpulab/dist_bench.hpp"
+#include "gpulab/guard.hpp"
 #include "gpulab/random.hpp"
 #include "gpulab/stats.hpp"
 #include "gpulab_test.hpp"
 #include "ring.hpp"
 
 using gpulab::dist::Backend;
+constexpr auto AllReduce = gpulab::dist::Collective::kAllReduce;
 using gpulab::dist::Communicator;
 using gpulab::dist::LearnerScope;
 using gpulab::testing::check_fact;
@@ -37,49 +40,9 @@ using gpulab::testing::check_result;
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
-/// A host array with guard bands of a known NaN pattern on both sides, so a write outside
-/// [0, n) is caught even when every element is right.
-class GuardedHost {
- public:
-  explicit GuardedHost(std::size_t n) : storage_(n + 2 * kGuard), n_(n) {
-    std::fill(storage_.begin(), storage_.end(), guard_value());
-  }
-  float* data() { return storage_.data() + kGuard; }
-  const float* data() const { return storage_.data() + kGuard; }
-  std::size_t size() const { return n_; }
-  std::vector<float> values() const { return {data(), data() + n_}; }
-  void assign(const std::vector<float>& v) { std::copy(v.begin(), v.end(), data()); }
-  bool guards_intact() const {
-    const float g = guard_value();
-    for (std::size_t k = 0; k < kGuard; ++k) {
-      if (std::memcmp(&storage_[k], &g, sizeof g) != 0) return false;
-      if (std::memcmp(&storage_[kGuard + n_ + k], &g, sizeof g) != 0) return false;
-    }
-    return true;
-  }
-
- private:
-  static constexpr std::size_t kGuard = 64;
-  static float guard_value() {
-    const std::uint32_t bits = 0x7FC0DEAD;  // a quiet NaN with a recognisable payload
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
-  }
-  std::vector<float> storage_;
-  std::size_t n_;
-};
+/// Host arrays between guard bands (gpulab/guard.hpp): a write outside [0, n) is caught even when
+/// every element is right, and each buffer's bands are its own.
+using GuardedHost = gpulab::HostBuffer<float>;
 
 /// Rank r's input for a test: reproducible by every rank (same seed), so each rank can compute
 /// the exact sum over all ranks without any communication.
@@ -180,8 +143,8 @@ TEST_CASE("ring_reduce_scatter leaves each rank the sum of its chunk", "[cpu][07
                                  all.begin() + static_cast<std::ptrdiff_t>(mine.offset + mine.count));
     check_result(gpulab::compare_bitwise(got, want), "reduce-scatter chunk " + std::to_string((r + 1) % w) + " " + label(n, w),
                  "at step s rank r sends chunk (r − s) mod W and adds what it receives into chunk (r − s − 1) mod W");
-    check_fact(data.guards_intact(), "reduce-scatter guard bands " + label(n, w),
-               data.guards_intact() ? "intact" : "a write outside [0, n)", "chunks must stay inside [0, n)");
+    check_fact(data.check_guards().intact, "reduce-scatter guard bands " + label(n, w), data.check_guards().describe("data"),
+               "chunks must stay inside [0, n)");
     all_ranks(true);  // keep the ranks in step between sizes
   }
 }
@@ -211,8 +174,8 @@ TEST_CASE("ring_all_gather gives every rank every chunk", "[cpu][07.2][07.4]") {
     }
     check_result(gpulab::compare_bitwise(data.values(), want), "all-gather " + label(n, w),
                  "at step s rank r forwards chunk (r + 1 − s) mod W and stores chunk (r − s) mod W in place");
-    check_fact(data.guards_intact(), "all-gather guard bands " + label(n, w),
-               data.guards_intact() ? "intact" : "a write outside [0, n)", "chunks must stay inside [0, n)");
+    check_fact(data.check_guards().intact, "all-gather guard bands " + label(n, w), data.check_guards().describe("data"),
+               "chunks must stay inside [0, n)");
     all_ranks(true);
   }
 }
@@ -258,8 +221,9 @@ TEST_CASE("ring_allreduce matches the exact sum and the library", "[cpu][07.5]")
       for (double& b : twice) b *= 2.0;
       check_result(gpulab::compare_within(got, library_d, twice), what + " vs library");
       if (!in_place) check_result(gpulab::compare_bitwise(send.values(), mine), what + ": send buffer unmodified");
-      const bool guards = send.guards_intact() && recv.guards_intact();
-      check_fact(guards, what + " guard bands", guards ? "intact" : "a write outside [0, n)", "stay inside [0, n)");
+      const gpulab::GuardReport send_guards = send.check_guards(), recv_guards = recv.check_guards();
+      check_fact(send_guards.intact && recv_guards.intact, what + " guard bands",
+                 send_guards.intact ? recv_guards.describe("recv") : send_guards.describe("send"), "stay inside [0, n)");
     }
   }
 }
@@ -327,31 +291,6 @@ TEST_CASE("ring_allreduce sends only to the next rank and 2(W-1)n floats in all"
 // Performance: busbw of the ring and of the library, measured here, judged by the grader.
 // ---------------------------------------------------------------------------------------------
 
-namespace {
-/// Median seconds of `run` over timed iterations after ≥ 200 ms of warm-up; each iteration is
-/// timed between barriers and taken as the slowest rank's time (an all-reduce is done when the
-/// last rank is done).
-double median_seconds(const std::function<void()>& run) {
-  const double warm_until = MPI_Wtime() + 0.2;
-  int keep_going = 1;
-  while (keep_going) {
-    run();
-    int mine = MPI_Wtime() < warm_until ? 1 : 0;
-    PMPI_Allreduce(&mine, &keep_going, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  }
-  std::vector<double> samples;
-  for (int k = 0; k < 11; ++k) {
-    PMPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = MPI_Wtime();
-    run();
-    double mine = MPI_Wtime() - t0, slowest = 0.0;
-    PMPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    samples.push_back(slowest);
-  }
-  return gpulab::median(samples);
-}
-}  // namespace
-
 /// One-way time of a message of @p count floats between ranks 0 and 1: the median half
 /// round trip of a ping-pong (the other ranks wait). Harness traffic: never the learner's.
 double one_way_seconds(Communicator& comm, std::size_t count) {
@@ -396,10 +335,11 @@ TEST_CASE("ring_allreduce bandwidth", "[cpu][perf]") {
   comm->allreduce_sum(data.data(), library.data(), n);
   check_result(gpulab::compare_bitwise(ours, library), "ring_allreduce 64 MiB (verified before timing)");
 
-  const double t_ring = median_seconds([&] { lab07::ring_allreduce(*comm, data.data(), ours.data(), n); });
-  const double t_lib = median_seconds([&] { comm->allreduce_sum(data.data(), library.data(), n); });
-  const double factor = 2.0 * (w - 1) / w;
-  const double busbw_ring = bytes / t_ring * factor / 1e9, busbw_lib = bytes / t_lib * factor / 1e9;
+  const auto ring = gpulab::dist::time_collective([&] { lab07::ring_allreduce(*comm, data.data(), ours.data(), n); });
+  const double t_ring = ring.median_s;
+  const double t_lib = gpulab::dist::time_collective([&] { comm->allreduce_sum(data.data(), library.data(), n); }).median_s;
+  const double factor = gpulab::dist::busbw_factor(AllReduce, w);
+  const double busbw_ring = gpulab::dist::busbw_gbs(AllReduce, bytes, t_ring, w), busbw_lib = gpulab::dist::busbw_gbs(AllReduce, bytes, t_lib, w);
   // The α-β prediction: α from a 1-float ping-pong, β from one of a step's size (4n/W bytes).
   const double alpha = one_way_seconds(*comm, 1);
   const std::size_t step_count = n / static_cast<std::size_t>(w);
@@ -414,7 +354,8 @@ TEST_CASE("ring_allreduce bandwidth", "[cpu][perf]") {
       "ring_allreduce", busbw_ring, "GB/s busbw", busbw_lib, "library all-reduce (" + std::string(gpulab::dist::to_string(comm->backend())) + ")",
       {{"ranks", w}, {"bytes", bytes}, {"ring_seconds", t_ring}, {"library_seconds", t_lib},
        {"algbw_ring", bytes / t_ring / 1e9}, {"algbw_library", bytes / t_lib / 1e9},
-       {"alpha_us", alpha * 1e6}, {"beta_gbs", beta / 1e9}, {"model_busbw", busbw_model}, {"note", note}});
+       {"alpha_us", alpha * 1e6}, {"beta_gbs", beta / 1e9}, {"model_busbw", busbw_model}, {"note", note},
+       {"timing", ring.describe()}});
   (void)all_ranks(true);
 }
 
@@ -466,7 +407,7 @@ TEST_CASE("ring_allreduce bandwidth on device buffers", "[gpu][perf]") {
   auto comm = Communicator::create(backend);
   const int w = comm->size(), r = comm->rank();
   const std::size_t n = std::size_t{16} << 20;
-  const double bytes = static_cast<double>(n * sizeof(float)), factor = 2.0 * (w - 1) / w;
+  const double bytes = static_cast<double>(n * sizeof(float));
   gpulab::DeviceBuffer<float> data(input_of(r, n, "device-perf", true)), ours(n), library(n);
   {
     LearnerScope scope;
@@ -474,20 +415,20 @@ TEST_CASE("ring_allreduce bandwidth on device buffers", "[gpu][perf]") {
   }
   comm->allreduce_sum(data.data(), library.data(), n);
   check_result(gpulab::compare_bitwise(ours.download(), library.download()), "device ring_allreduce 64 MiB (verified before timing)");
-  const double t_ring = median_seconds([&] { lab07::ring_allreduce(*comm, data.data(), ours.data(), n); });
-  const double t_lib = median_seconds([&] { comm->allreduce_sum(data.data(), library.data(), n); });
+  const auto ring = gpulab::dist::time_collective([&] { lab07::ring_allreduce(*comm, data.data(), ours.data(), n); });
+  const double t_lib = gpulab::dist::time_collective([&] { comm->allreduce_sum(data.data(), library.data(), n); }).median_s;
   double staged_busbw = 0.0;
   {
     auto staged = Communicator::create(Backend::kMpiStaging);
-    const double t_staged = median_seconds([&] { lab07::ring_allreduce(*staged, data.data(), ours.data(), n); });
-    staged_busbw = bytes / t_staged * factor / 1e9;
+    const double t_staged = gpulab::dist::time_collective([&] { lab07::ring_allreduce(*staged, data.data(), ours.data(), n); }).median_s;
+    staged_busbw = gpulab::dist::busbw_gbs(AllReduce, bytes, t_staged, w);
   }
   char note[200];
   std::snprintf(note, sizeof note, "backend %s; the same ring through host staging: %.2f GB/s busbw",
                 gpulab::dist::to_string(backend), staged_busbw);
   gpulab::testing::record_performance(
-      "ring_allreduce_device", bytes / t_ring * factor / 1e9, "GB/s busbw", bytes / t_lib * factor / 1e9,
-      std::string("library all-reduce (") + gpulab::dist::to_string(backend) + ")",
-      {{"ranks", w}, {"backend", gpulab::dist::to_string(backend)}, {"staged_busbw", staged_busbw}, {"note", note}});
+      "ring_allreduce_device", gpulab::dist::busbw_gbs(AllReduce, bytes, ring.median_s, w), "GB/s busbw",
+      gpulab::dist::busbw_gbs(AllReduce, bytes, t_lib, w), std::string("library all-reduce (") + gpulab::dist::to_string(backend) + ")",
+      {{"ranks", w}, {"backend", gpulab::dist::to_string(backend)}, {"staged_busbw", staged_busbw}, {"note", note}, {"timing", ring.describe()}});
   (void)all_ranks(true);
 }

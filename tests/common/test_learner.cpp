@@ -1,61 +1,52 @@
 /// @file test_learner.cpp
 /// @brief Progress records and hint ladders, on a throwaway source tree.
 #include <catch2/catch.hpp>
-#include <unistd.h>
 
-#include <filesystem>
-#include <iostream>
-#include <functional>
-#include <sstream>
-
-#include "learner.hpp"
+#include "hints.hpp"
+#include "progress.hpp"
+#include "temp_tree.hpp"
 
 namespace fs = std::filesystem;
 using namespace gpulab::cli;
+using gpulab::testing::captured;
+using gpulab::testing::TempTree;
 
 namespace {
-struct Tree {
-  Paths paths;
-  Tree() {
-    paths.root = fs::temp_directory_path() / ("gpulab-learner-test-" + std::to_string(::getpid()));
-    paths.build = paths.root / "build";
-    fs::remove_all(paths.root);
-    write_text(paths.root / "solutions/05-x/a.cu",
-               "// BEGIN SOLUTION(05.1) Return one\nint a() { return 1; }\n// END SOLUTION\n"
-               "// BEGIN SOLUTION(05.2) Return two\nint b() { return 2; }\n// END SOLUTION\n");
-    write_text(paths.root / "tests/05-x/lab.json",
-               R"({"title": "X", "todo_hints": {"05.1": ["first step", "second step"]}})");
-  }
-  ~Tree() { fs::remove_all(paths.root); }
-};
-
-std::string captured(const std::function<void()>& run) {
-  std::ostringstream out;
-  std::streambuf* old = std::cout.rdbuf(out.rdbuf());
-  run();
-  std::cout.rdbuf(old);
-  return out.str();
+Check check(const std::string& name, Status status, Where where = Where::kCpu) {
+  Check c;
+  c.name = name;
+  c.status = status;
+  c.where = where;
+  return c;
 }
+const char* kHints = R"({"title": "X", "sources": ["a.cu"], "todo_hints": {"05.1": ["first step", "second step"]}})";
 }  // namespace
 
 TEST_CASE("progress is recorded per lab and summarised", "[cpu]") {
-  Tree t;
+  TempTree t("progress");
   CHECK(progress_line(load_progress(t.paths), "05") == "not graded yet");
   GradeResult r;
-  r.exit_code = 1;
-  r.checks = {{"compile", "build", "", "pass", 0, {}, {}, {}}, {"a case", "correctness", "cpu", "fail", 0, {}, {}, {}},
-              {"a gpu case", "correctness", "gpu", "not-run", 0, {}, {}, {}}};
+  std::ostringstream quiet;
+  r.card = Scorecard(false, &quiet);
+  r.card.add(check("compile", Status::kPass, Where::kNone));
+  r.card.add(check("a case", Status::kFail));
+  r.card.add(check("a gpu case", Status::kNotRun, Where::kGpu));
+  r.exit_code = r.card.exit_code();
   record_progress(t.paths, r, "05");
   CHECK(fs::exists(t.paths.root / ".gpulab/progress.json"));  // never among the sources
   CHECK(progress_line(load_progress(t.paths), "05").find("1 of 3 checks pass") != std::string::npos);
   CHECK(load_progress(t.paths)["05"]["first_failure"] == "a case");
-  r.checks[1].status = "pass";
+  r.card = Scorecard(false, &quiet);
+  r.card.add(check("compile", Status::kPass, Where::kNone));
+  r.card.add(check("a case", Status::kPass));
+  r.card.add(check("a gpu case", Status::kEmuPass, Where::kGpu));
   record_progress(t.paths, r, "05");
   CHECK(progress_line(load_progress(t.paths), "05").find("1 checks need a GPU") != std::string::npos);
+  CHECK(load_progress(t.paths)["05"]["emulated_ok"] == 1);
 }
 
 TEST_CASE("hints come one at a time and end at the lesson", "[cpu]") {
-  Tree t;
+  TempTree t("hints", kHints);
   const std::string list = captured([&] { hint(t.paths, "05", "", 0, false); });
   CHECK(list.find("05.1  Return one  (3 hints)") != std::string::npos);
   CHECK(list.find("05.2  Return two  (1 hints)") != std::string::npos);

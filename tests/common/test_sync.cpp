@@ -2,28 +2,18 @@
 /// @brief sync writes skeletons, protects the learner's changes, and --check finds drift.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
-#include <filesystem>
 
 #include "sync.hpp"
+#include "temp_tree.hpp"
 
 namespace fs = std::filesystem;
 using namespace gpulab::cli;
 
 namespace {
-/// A throwaway source tree with one lab.
-struct Tree {
-  Paths paths;
-  Tree() {
-    paths.root = fs::temp_directory_path() / ("gpulab-sync-test-" + std::to_string(::getpid()));
-    fs::remove_all(paths.root);
-    write_text(paths.root / "solutions/05-x/a.cu", "int a() {\n  // BEGIN SOLUTION(05.1) Return 1\n  return 1;\n  // STUB: return 0;\n  // END SOLUTION\n}\n");
-    write_text(paths.root / "solutions/05-x/util.hpp", "// no regions here\n");
-    write_text(paths.root / "lessons/05-x.md", "## TODO(05.1) Return 1\n");
-  }
-  ~Tree() { fs::remove_all(paths.root); }
-  std::vector<Lab> labs() const { return discover_labs(paths); }
+/// The shared throwaway tree, plus a header without regions.
+struct Tree : gpulab::testing::TempTree {
+  Tree() : TempTree("sync", R"({"title": "X", "sources": ["a.cu", "util.hpp"]})") { write("solutions/05-x/util.hpp", "// no regions here\n"); }
+  std::vector<LabConfig> labs() const { return discover_labs(paths); }
 };
 }  // namespace
 
@@ -42,7 +32,7 @@ TEST_CASE("sync writes labs/ and --check then passes", "[cpu]") {
 TEST_CASE("a solution change without re-sync is drift that re-sync fixes", "[cpu]") {
   Tree t;
   sync_labs(t.paths, t.labs(), false, false);
-  write_text(t.paths.root / "solutions/05-x/a.cu", "int a() {\n  // BEGIN SOLUTION(05.1) Return one\n  return 1;\n  // END SOLUTION\n}\n");
+  t.write("solutions/05-x/a.cu", "int a() {\n  // BEGIN SOLUTION(05.1) Return uno\n  return 1;\n  // END SOLUTION\n}\n");
   const SyncReport check = sync_labs(t.paths, t.labs(), true, false);
   REQUIRE(check.drift.size() == 1);
   CHECK(check.drift[0].find("line 2") != std::string::npos);
@@ -55,7 +45,7 @@ TEST_CASE("sync refuses to overwrite the learner's work and --force saves it fir
   sync_labs(t.paths, t.labs(), false, false);
   const fs::path mine = t.paths.root / "labs/05-x/a.cu";
   write_text(mine, "int a() { return 1; }  // my answer\n");
-  write_text(t.paths.root / "solutions/05-x/a.cu", "int a() {\n  // BEGIN SOLUTION(05.1) Return 1 again\n  return 1;\n  // END SOLUTION\n}\n");
+  t.write("solutions/05-x/a.cu", "int a() {\n  // BEGIN SOLUTION(05.1) Return 1 again\n  return 1;\n  // END SOLUTION\n}\n");
   CHECK(learner_changes(t.paths, t.labs()) == std::vector<std::string>{"05-x/a.cu"});
   const SyncReport refused = sync_labs(t.paths, t.labs(), false, false);
   CHECK(refused.refused == std::vector<std::string>{"05-x/a.cu"});
@@ -68,8 +58,8 @@ TEST_CASE("sync refuses to overwrite the learner's work and --force saves it fir
 
 TEST_CASE("a region without a lesson section is reported", "[cpu]") {
   Tree t;
-  write_text(t.paths.root / "lessons/05-x.md", "no sections\n");
+  t.write("lessons/05-x.md", "no sections\n");
   const auto gaps = lesson_gaps(t.labs()[0]);
-  REQUIRE(gaps.size() == 1);
+  REQUIRE(gaps.size() == 2);
   CHECK(gaps[0].find("05.1") == 0);
 }

@@ -87,10 +87,16 @@ namespace gpulab::testing {
 void set_fatal_failure_hook(FatalFailureHook hook) { fatal_hook() = hook; }
 
 int run_tests(int argc, char** argv, DeviceProbeFn probe) {
-  // Take our own flag out before Catch2 sees the command line.
+  // Take our own flags out before Catch2 sees the command line.
   bool list_only = false;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--gpulab-probe") == 0) {
+      // The grader's device probe: 0 when a CUDA device is usable, else 77 and the reason.
+      const std::string why_not = probe != nullptr ? probe() : std::string("built without CUDA");
+      if (!why_not.empty()) std::printf("%s\n", why_not.c_str());
+      return why_not.empty() ? 0 : 77;
+    }
     if (std::strcmp(argv[i], "--gpulab-list") == 0) {
       list_only = true;
     } else {

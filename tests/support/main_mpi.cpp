@@ -40,9 +40,10 @@ void abort_all_ranks(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Listing needs no communication; it also runs outside mpirun (MPI's singleton mode).
+  // Listing and the device probe need no communication; they run outside mpirun.
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--gpulab-list") == 0) return gpulab::testing::run_tests(argc, argv, nullptr);
+    if (std::strcmp(argv[i], "--gpulab-probe") == 0) return gpulab::testing::run_tests(argc, argv, &device_missing);
   }
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "labs.hpp"
+#include "lab_config.hpp"
 #include "process.hpp"
 
 namespace gpulab::cli {

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "labs.hpp"
+#include "lab_config.hpp"
 
 namespace gpulab::cli {
 

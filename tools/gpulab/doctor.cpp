@@ -37,13 +37,42 @@ std::string cache_value(const Paths& paths, const std::string& key) {
   return "";
 }
 
+struct Item {
+  std::string what, status, detail, fix;
+  int severity;  // 0 ok, 2 limits the course (GPU parts, later labs, docs), 1 breaks the build
+};
+
+/// The Debian packages of cmake/dependencies.tsv, each found or not, with its version line.
+std::vector<Item> listed_packages(const Paths& paths) {
+  std::vector<Item> items;
+  std::istringstream in(read_text(paths.root / "cmake" / "dependencies.tsv"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string package, check, name, role;
+    std::getline(fields, package, '\t');
+    std::getline(fields, check, '\t');
+    std::getline(fields, name, '\t');
+    std::getline(fields, role, '\t');
+    std::string out, detail;
+    bool ok = false;
+    if (check.rfind("header:", 0) == 0) {
+      const std::string header = check.substr(7);
+      ok = fs::exists("/usr/include/" + header) || fs::exists(paths.root / ".deps/include" / header);
+    } else {
+      const std::string command = check.substr(check.find(':') + 1);
+      ok = probe({command, "--version"}, out);
+      detail = first_line(out);
+    }
+    const int severity = ok ? 0 : role == "build" ? 1 : 2;
+    items.push_back({name, ok ? "ok" : "missing", detail, ok ? "" : "apt-get install " + package, severity});
+  }
+  return items;
+}
+
 }  // namespace
 
 int doctor(const Paths& paths, bool brief) {
-  struct Item {
-    std::string what, status, detail, fix;
-    int severity;  // 0 ok, 2 limits the course (GPU parts), 1 breaks the build
-  };
   std::vector<Item> items;
   std::string out;
 
@@ -52,13 +81,7 @@ int doctor(const Paths& paths, bool brief) {
     const std::string os = read_text("/etc/os-release");
     if (std::regex_search(os, m, std::regex("PRETTY_NAME=\"?([^\"\\n]*)"))) items.push_back({"system", "ok", m[1].str(), "", 0});
   }
-  if (probe({"cmake", "--version"}, out)) {
-    items.push_back({"CMake", "ok", first_line(out), "", 0});
-  } else {
-    items.push_back({"CMake", "missing", "", "apt-get install cmake (3.25 or newer)", 1});
-  }
-  if (probe({"c++", "--version"}, out)) items.push_back({"C++ compiler", "ok", first_line(out), "", 0});
-  else items.push_back({"C++ compiler", "missing", "", "apt-get install g++", 1});
+  for (Item& i : listed_packages(paths)) items.push_back(i);
 
   const std::string nvcc = cache_value(paths, "CMAKE_CUDA_COMPILER");
   if (!nvcc.empty() && nvcc.find("NOTFOUND") == std::string::npos && probe({nvcc, "--version"}, out)) {
@@ -89,28 +112,12 @@ int doctor(const Paths& paths, bool brief) {
                      "On a machine with an NVIDIA GPU (sm_75+) install its driver", 2});
   }
 
-  const bool catch2 = fs::exists("/usr/include/catch2/catch.hpp") || fs::exists(paths.root / ".deps/include/catch2/catch.hpp");
-  items.push_back({"Catch2 2.x", catch2 ? "ok" : "missing", "", catch2 ? "" : "apt-get install catch2 (or scripts/fill-deps)", catch2 ? 0 : 1});
-  const bool cli11 = fs::exists("/usr/include/CLI/CLI.hpp") || fs::exists(paths.root / ".deps/include/CLI/CLI.hpp");
-  items.push_back({"CLI11", cli11 ? "ok" : "missing", "", cli11 ? "" : "apt-get install libcli11-dev", cli11 ? 0 : 1});
-  const bool json = fs::exists("/usr/include/nlohmann/json.hpp") || fs::exists(paths.root / ".deps/include/nlohmann/json.hpp");
-  items.push_back({"nlohmann-json", json ? "ok" : "missing", "", json ? "" : "apt-get install nlohmann-json3-dev", json ? 0 : 1});
-
-  // Needed by later labs and tools; missing ones limit those only.
-  if (probe({"mpirun", "--version"}, out)) items.push_back({"OpenMPI (labs 07-09)", "ok", first_line(out), "", 0});
-  else items.push_back({"OpenMPI (labs 07-09)", "missing", "", "apt-get install openmpi-bin libopenmpi-dev", 2});
   const bool nccl = fs::exists("/usr/include/nccl.h") || fs::exists("/usr/local/cuda/include/nccl.h");
   items.push_back({"NCCL (labs 07-09, multi-GPU)", nccl ? "ok" : "missing", "", nccl ? "" : "apt-get install libnccl-dev (NVIDIA's repository)", nccl ? 0 : 2});
   if (probe({"compute-sanitizer", "--version"}, out) || fs::exists("/usr/local/cuda/bin/compute-sanitizer")) {
     items.push_back({"compute-sanitizer", "ok", "", "", 0});
   } else {
     items.push_back({"compute-sanitizer", "missing", "", "part of the full CUDA toolkit; needed only for race and memory checks", 2});
-  }
-
-  if (probe({"doxygen", "--version"}, out)) {
-    items.push_back({"Doxygen (./gpulab docs)", "ok", first_line(out), "", 0});
-  } else {
-    items.push_back({"Doxygen (./gpulab docs)", "missing", "", "apt-get install doxygen; needed only for the docs site", 2});
   }
 
   int worst = 0;

@@ -2,7 +2,7 @@
 /// @brief `gpulab doctor`: what this machine has, what is missing, and how to get it.
 #pragma once
 
-#include "labs.hpp"
+#include "lab_config.hpp"
 
 namespace gpulab::cli {
 

@@ -1,15 +1,18 @@
 /// @file grade.hpp
-/// @brief `gpulab grade NN`: build the chosen sources, run every test case in its own process
-/// with a time limit, alternate learner and reference for performance, print a scorecard.
+/// @brief `gpulab grade NN`: a pipeline of stages over one lab, each adding its checks to one
+/// scorecard (scorecard.hpp):
 ///
-/// With --sanitize the [gpu] cases run again, with GPULAB_SMALL=1 (tests shrink their problems),
-/// under compute-sanitizer's memcheck, racecheck, synccheck and initcheck; a finding fails that
-/// tool's check with the tool's first report. (Guard bands sit inside the allocation, so an
-/// out-of-bounds *read* into them is invisible to memcheck; writes are caught by the bands.)
+///   sources      the submission's files are there; a snapshot of them in the build tree
+///   build        compile the learner's objects, look for forbidden library code (nm), link
+///   diagnosis    registers, shared memory and spills per kernel (ptxas), beside the reference's
+///   correctness  every test case the reference lists, each in its own process with a time limit
+///   sanitizer    (--sanitize) the [gpu] cases, small, under compute-sanitizer's four tools
+///   performance  learner and reference alternated, medians against the lab's thresholds
+///   integrity    the sources and the reference left as they were
 ///
-/// Exit codes: 0 every check ran and passed; 1 something failed (including a build that does not
-/// compile, a crash, a hang, a forbidden library call); 2 nothing failed but some checks could not
-/// run here (no GPU, not enough memory).
+/// A stage that cannot go on (the build failed) ends the pipeline; the scorecard is printed as it
+/// fills. Exit codes: 0 every check ran and passed; 1 something failed; 2 nothing failed but some
+/// checks could not run here (no GPU, not enough memory).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "labs.hpp"
+#include "paths.hpp"
+#include "scorecard.hpp"
 
 namespace gpulab::cli {
 
@@ -39,25 +43,14 @@ struct GradeOptions {
   bool sanitize = false;           ///< also run the [gpu] cases, made small, under compute-sanitizer
 };
 
-/// One line of the scorecard.
-struct Check {
-  std::string name;
-  std::string kind;     ///< build, structure, correctness, performance
-  std::string where;    ///< cpu, gpu or "" (build steps)
-  std::string status;   ///< pass, fail, not-run
-  double seconds = 0.0;
-  std::vector<std::string> details;
-  std::vector<std::string> hints;
-  nlohmann::json data = nlohmann::json::object();
-};
-
 struct GradeResult {
   int exit_code = 1;
-  std::string lab;
-  std::string sources;
+  std::string lab;      ///< the slug; "" when no lab was found
+  std::string sources;  ///< what was graded, relative to the tree
   std::uint64_t seed = 0;
-  std::vector<Check> checks;
+  Scorecard card;
   std::string not_run_reason;
+  const std::vector<Check>& checks() const { return card.checks(); }
   nlohmann::json to_json() const;
 };
 

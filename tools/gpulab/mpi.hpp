@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "labs.hpp"
+#include "lab_config.hpp"
 #include "process.hpp"
 
 namespace gpulab::cli {

@@ -34,12 +34,12 @@ std::string first_difference(const std::string& have, const std::string& want) {
 
 }  // namespace
 
-SyncReport sync_labs(const Paths& paths, const std::vector<Lab>& labs, bool check, bool force) {
+SyncReport sync_labs(const Paths& paths, const std::vector<LabConfig>& labs, bool check, bool force) {
   SyncReport report;
   nlohmann::json manifest = load_manifest(paths);
   nlohmann::json new_manifest = nlohmann::json::object();
-  for (const Lab& lab : labs) {
-    for (const std::string& file : lab.files) {
+  for (const LabConfig& lab : labs) {
+    for (const std::string& file : lab.sources) {
       const std::string key = lab.slug + "/" + file;
       const fs::path source = lab.solutions / file;
       const fs::path target = lab.labs / file;
@@ -85,11 +85,11 @@ SyncReport sync_labs(const Paths& paths, const std::vector<Lab>& labs, bool chec
   return report;
 }
 
-std::vector<std::string> learner_changes(const Paths& paths, const std::vector<Lab>& labs) {
+std::vector<std::string> learner_changes(const Paths& paths, const std::vector<LabConfig>& labs) {
   std::vector<std::string> changed;
   const nlohmann::json manifest = load_manifest(paths);
-  for (const Lab& lab : labs) {
-    for (const std::string& file : lab.files) {
+  for (const LabConfig& lab : labs) {
+    for (const std::string& file : lab.sources) {
       const std::string key = lab.slug + "/" + file;
       const fs::path target = lab.labs / file;
       if (!fs::exists(target) || manifest.value(key, "") != content_hash(read_text(target))) {
@@ -100,10 +100,10 @@ std::vector<std::string> learner_changes(const Paths& paths, const std::vector<L
   return changed;
 }
 
-std::vector<std::string> lesson_gaps(const Lab& lab) {
+std::vector<std::string> lesson_gaps(const LabConfig& lab) {
   std::vector<std::string> gaps;
   const std::string lesson = fs::exists(lab.lesson) ? read_text(lab.lesson) : std::string();
-  for (const std::string& file : lab.files) {
+  for (const std::string& file : lab.sources) {
     const fs::path source = lab.solutions / file;
     for (const Region& r : parse_regions(read_text(source), source.string(), lab.number)) {
       if (lesson.find("TODO(" + r.id + ")") == std::string::npos) {

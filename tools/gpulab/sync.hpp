@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "labs.hpp"
+#include "lab_config.hpp"
 
 namespace gpulab::cli {
 
@@ -22,12 +22,12 @@ struct SyncReport {
 };
 
 /// Writes labs/ (check = false) or only compares (check = true).
-SyncReport sync_labs(const Paths& paths, const std::vector<Lab>& labs, bool check, bool force);
+SyncReport sync_labs(const Paths& paths, const std::vector<LabConfig>& labs, bool check, bool force);
 
 /// Files in labs/ that differ from what sync last wrote (the learner's work), as "slug/file".
-std::vector<std::string> learner_changes(const Paths& paths, const std::vector<Lab>& labs);
+std::vector<std::string> learner_changes(const Paths& paths, const std::vector<LabConfig>& labs);
 
 /// Regions without a "TODO(NN.k)" section in the lab's lesson, as "NN.k (lessons/...)".
-std::vector<std::string> lesson_gaps(const Lab& lab);
+std::vector<std::string> lesson_gaps(const LabConfig& lab);
 
 }  // namespace gpulab::cli

@@ -35,7 +35,11 @@ Verdict decide(const std::vector<double>& learner, const std::vector<double>& re
     return v;
   }
   if ((noisy || close) && !at_cap) {
-    std::snprintf(note, sizeof note, "%s: measuring again", noisy ? "spread above 2 %" : "within 5 % of the threshold");
+    if (noisy) {
+      std::snprintf(note, sizeof note, "spread above %.0f %%: measuring again", 100 * rules.max_cv);
+    } else {
+      std::snprintf(note, sizeof note, "within %.0f %% of the threshold: measuring again", 100 * rules.margin);
+    }
     v.note = note;
     return v;
   }
@@ -49,6 +53,15 @@ Verdict decide(const std::vector<double>& learner, const std::vector<double>& re
   }
   v.note = note;
   return v;
+}
+
+std::string describe_rules(const VerdictRules& rules) {
+  char text[240];
+  std::snprintf(text, sizeof text,
+                "at least %d rounds; more, up to %d or %.0f s, while a side's spread is above %.0f %% or the result is within %.0f %% of the "
+                "threshold",
+                rules.min_rounds, rules.max_rounds, rules.time_cap_s, 100 * rules.max_cv, 100 * rules.margin);
+  return text;
 }
 
 }  // namespace gpulab::cli

@@ -5,8 +5,8 @@
 /// timed in the same process). The verdict compares the medians: learner ≥ threshold ×
 /// reference. Rounds continue, up to a cap in rounds and in seconds, while
 ///   - fewer than `min_rounds` rounds are in, or
-///   - either side's coefficient of variation is above `max_cv` (2 %), or
-///   - the ratio lies within `margin` (5 %) of the threshold, where noise could flip it.
+///   - either side's coefficient of variation is above `max_cv`, or
+///   - the ratio lies within `margin` of the threshold, where noise could flip it.
 /// A verdict taken at the cap says so, with the spread, so nobody mistakes it for a clean one.
 #pragma once
 
@@ -36,5 +36,9 @@ struct Verdict {
 /// reference solution against its absolute target). @p elapsed_s: time spent so far.
 Verdict decide(const std::vector<double>& learner, const std::vector<double>& reference, double threshold,
                double elapsed_s, const VerdictRules& rules = {});
+
+/// The rules in words, from their values: "at least 3 rounds; more, up to 10 or 120 s, while a
+/// side's spread is above 2 % or the result is within 5 % of the threshold".
+std::string describe_rules(const VerdictRules& rules);
 
 }  // namespace gpulab::cli

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace gpulab {
@@ -32,6 +33,11 @@ struct BenchResult {
   double min_ms = 0.0;             ///< fastest sample
   double max_ms = 0.0;             ///< slowest sample
   double cv = 0.0;  ///< coefficient of variation of the samples
+  double warmup_ms = 0.0;   ///< the warm-up the samples followed
+  bool flushed_l2 = false;  ///< whether the L2 was flushed before each sample
+  /// How the figure was taken, from these fields, for the scorecard: "median of 15 CUDA-event
+  /// samples after 200 ms of warm-up, the L2 flushed before each".
+  std::string describe() const;
 };
 
 /// Times @p work (which enqueues GPU work on the given stream) per the options.

@@ -54,7 +54,7 @@ struct DeviceInfo {
   double fp32_peak_gflops() const { return sm_count * fp32_lanes_per_sm() * 2.0 * clock_khz / 1e6; }
 
   /// Peak DRAM bandwidth from the datasheet figures: 2 (double data rate) × clock × bus width.
-  /// Measured bandwidth (bench_d2d_memcpy) is what thresholds use; this is for the lessons.
+  /// Measured bandwidth (measure_d2d_memcpy_gbs, gpulab/bench.hpp) is what thresholds use; this is for the lessons.
   double theoretical_bandwidth_gbs() const {
     return 2.0 * memory_clock_khz * 1e3 * (memory_bus_bits / 8.0) / 1e9;
   }

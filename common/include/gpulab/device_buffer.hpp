@@ -1,16 +1,7 @@
 /// @file device_buffer.hpp
-/// @brief DeviceBuffer<T>: move-only owner of device memory, with guard bands.
+/// @brief DeviceBuffer<T>: move-only owner of device memory, between guard bands (gpulab/guard.hpp:
+/// the layout, the per-buffer patterns and the check are the same as HostBuffer's).
 ///
-/// Every buffer is allocated with a guard band before and after the elements, filled with a
-/// known byte pattern:
-///
-///     | front guard 256 B | count × sizeof(T) | back guard 4 KiB |
-///                         ^ data()
-///
-/// A kernel that writes one element past the end (the classic `i <= n`) leaves the output values
-/// right and the back guard changed; `check_guards()` finds it. 256 B keeps data() aligned for
-/// 128-bit (and wider) vector loads, like cudaMalloc itself. A zero-element buffer still has
-/// guards and a valid data() pointer, so "n = 0 writes nothing" is testable.
 /// Reads out of bounds and writes beyond the guards need compute-sanitizer (gpulab grade
 /// --sanitize).
 #pragma once
@@ -25,28 +16,15 @@
 #include <vector>
 
 #include "gpulab/check.hpp"
+#include "gpulab/guard.hpp"
 
 namespace gpulab {
 
-/// Where a guard band was found overwritten.
-struct GuardReport {
-  bool intact = true;            ///< no guard byte changed
-  bool front = false;            ///< true: before the data, false: after it
-  std::size_t byte_offset = 0;   ///< first changed byte, counted from the data edge outward
-  /// "c: out-of-bounds write past the end (byte 0 after the last element changed) ..."
-  std::string describe(const std::string& buffer_name) const;
-};
-
 namespace detail {
-inline constexpr std::size_t kFrontGuardBytes = 256;
-inline constexpr std::size_t kBackGuardBytes = 4096;
-/// Byte k of a guard band: alternating 0xA5 / 0x5A with a slow ramp, so that neither zeros nor a
-/// repeated float can match it by accident.
-inline unsigned char guard_byte(std::size_t k) {
-  return static_cast<unsigned char>(((k & 1) ? 0x5A : 0xA5) ^ ((k >> 1) & 0x0F));
-}
-void* allocate_guarded(std::size_t data_bytes);            // fills both guards
-GuardReport check_guarded(const void* base, std::size_t data_bytes);
+/// Allocates the bands and @p data_bytes between them, fills the bands with pattern @p seed.
+void* allocate_guarded(std::size_t data_bytes, std::uint32_t seed);
+/// Reads both bands back (synchronises the device) and checks them against pattern @p seed.
+GuardReport check_guarded(const void* base, std::size_t data_bytes, std::uint32_t seed);
 }  // namespace detail
 
 /// Owns `count` elements of T on the current device (see the file comment for the layout).
@@ -56,7 +34,7 @@ class DeviceBuffer {
   DeviceBuffer() = default;
   /// Allocates @p count elements (uninitialised) between two guard bands.
   explicit DeviceBuffer(std::size_t count)
-      : base_(detail::allocate_guarded(count * sizeof(T))), count_(count) {}
+      : seed_(guard::next_seed()), base_(detail::allocate_guarded(count * sizeof(T), seed_)), count_(count) {}
   /// Allocates and uploads @p host.
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
   ~DeviceBuffer() { release(); }
@@ -65,11 +43,12 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   /// Takes over @p other's memory; @p other is left empty.
   DeviceBuffer(DeviceBuffer&& other) noexcept
-      : base_(std::exchange(other.base_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+      : seed_(other.seed_), base_(std::exchange(other.base_, nullptr)), count_(std::exchange(other.count_, 0)) {}
   /// Frees this buffer's memory, then takes over @p other's.
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
     if (this != &other) {
       release();
+      seed_ = other.seed_;
       base_ = std::exchange(other.base_, nullptr);
       count_ = std::exchange(other.count_, 0);
     }
@@ -77,10 +56,10 @@ class DeviceBuffer {
   }
 
   /// The first element (device memory).
-  T* data() { return reinterpret_cast<T*>(static_cast<char*>(base_) + detail::kFrontGuardBytes); }
+  T* data() { return reinterpret_cast<T*>(static_cast<char*>(base_) + guard::kFrontBytes); }
   /// The first element (device memory).
   const T* data() const {
-    return reinterpret_cast<const T*>(static_cast<const char*>(base_) + detail::kFrontGuardBytes);
+    return reinterpret_cast<const T*>(static_cast<const char*>(base_) + guard::kFrontBytes);
   }
   /// Number of elements.
   std::size_t size() const { return count_; }
@@ -106,7 +85,7 @@ class DeviceBuffer {
   void fill(const T& value) { upload(std::vector<T>(count_, value)); }
 
   /// Reads both guard bands back and reports the first changed byte. Synchronises the device.
-  GuardReport check_guards() const { return detail::check_guarded(base_, bytes()); }
+  GuardReport check_guards() const { return detail::check_guarded(base_, bytes(), seed_); }
 
  private:
   void release() noexcept {
@@ -114,6 +93,7 @@ class DeviceBuffer {
     base_ = nullptr;
     count_ = 0;
   }
+  std::uint32_t seed_ = 0;
   void* base_ = nullptr;
   std::size_t count_ = 0;
 };

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpulab::dist {
@@ -48,12 +49,30 @@ struct Traffic {
   std::uint64_t messages_sent() const;
 };
 
-/// A pending isend or irecv; complete it with Communicator::wait.
+/// A pending isend or irecv; complete it with Communicator::wait. Move-only: a request stands for
+/// one message, so it cannot be waited for twice through a copy (and isend/irecv are
+/// [[nodiscard]]: dropping one is the collectives lab's classic bug, a message never waited for).
 struct Request {
   MPI_Request mpi = MPI_REQUEST_NULL;  ///< the MPI request, where the backend uses one
   std::function<void()> on_complete;  ///< backend work after the message arrived (e.g. a copy)
   int backend_slot = -1;              ///< backend bookkeeping (IPC, NCCL)
   bool pending = false;               ///< started and not yet completed by wait()
+
+  Request() = default;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  /// Takes over @p other's message; @p other is left empty (not pending).
+  Request(Request&& other) noexcept
+      : mpi(std::exchange(other.mpi, MPI_REQUEST_NULL)), on_complete(std::move(other.on_complete)),
+        backend_slot(std::exchange(other.backend_slot, -1)), pending(std::exchange(other.pending, false)) {}
+  /// Takes over @p other's message; this request must not be pending.
+  Request& operator=(Request&& other) noexcept {
+    mpi = std::exchange(other.mpi, MPI_REQUEST_NULL);
+    on_complete = std::move(other.on_complete);
+    backend_slot = std::exchange(other.backend_slot, -1);
+    pending = std::exchange(other.pending, false);
+    return *this;
+  }
 };
 
 /// Point-to-point communication between the ranks of an MPI communicator.
@@ -73,10 +92,10 @@ class Communicator {
   Memory memory() const { return backend_ == Backend::kMpi ? Memory::kHost : Memory::kDevice; }
 
   /// Starts sending @p count floats to @p dest. The buffer must not change until wait().
-  virtual Request isend(const float* buffer, std::size_t count, int dest) = 0;
+  [[nodiscard]] virtual Request isend(const float* buffer, std::size_t count, int dest) = 0;
   /// Starts receiving @p count floats from @p source. Messages between two ranks arrive in the
   /// order they were sent.
-  virtual Request irecv(float* buffer, std::size_t count, int source) = 0;
+  [[nodiscard]] virtual Request irecv(float* buffer, std::size_t count, int source) = 0;
   /// Completes one request (and makes progress on the others).
   virtual void wait(Request& request) = 0;
   /// Completes all of them, in order.

@@ -1,0 +1,19 @@
+# gpulab_warnings(<target> STRICT|LENIENT|NONE): the house rules for compiler warnings.
+#   STRICT   -Wall -Wextra as errors: common/, the CLI, the references and the tests
+#   LENIENT  -Wall -Wextra shown, never errors: the learner's code, skeletons and mutants (whose
+#            stubs legitimately leave variables unused)
+#   NONE     nothing added (the emulator's builds, which rewrite CUDA into C++)
+# CUDA files get the same flags for their host code (-Xcompiler) and nvcc's own warnings.
+function(gpulab_warnings target mode)
+  if(mode STREQUAL "NONE")
+    return()
+  endif()
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
+                                           $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+  if(mode STREQUAL "STRICT")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>
+                                             $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Werror --Werror=all-warnings>)
+  elseif(NOT mode STREQUAL "LENIENT")
+    message(FATAL_ERROR "gpulab_warnings: mode is STRICT, LENIENT or NONE, not ${mode}")
+  endif()
+endfunction()

@@ -1,0 +1,69 @@
+/// @file test_lab_config.cpp
+/// @brief lab.json is checked with clear errors; the case list and stretch goals; CTest's JUnit.
+#include <catch2/catch.hpp>
+
+#include "junit.hpp"
+#include "lab_config.hpp"
+#include "temp_tree.hpp"
+
+using namespace gpulab::cli;
+using gpulab::testing::TempTree;
+
+namespace {
+std::string error_of(const std::string& text) {
+  try {
+    parse_lab_json(text, "lab.json");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("lab.json with an unknown key or a wrong type or a bad threshold is refused with its name", "[cpu]") {
+  CHECK(error_of(R"({"title": "X", "sources": ["a.cu"]})").empty());
+  CHECK(error_of(R"({"title": "X", "metric": "x"})").find("unknown key \"metric\"") != std::string::npos);
+  CHECK(error_of(R"({"title": "X", "timeout_s": "long"})").find("\"timeout_s\" has the wrong type") != std::string::npos);
+  CHECK(error_of(R"({"title": "X", "performance": {"v2": {"min_fraction_of_reference": 60}}})").find("must be a fraction") != std::string::npos);
+  CHECK(error_of(R"({"title": "X", "performance": {"v2": {"case": "v2 speed"}}})").find("performance.v2: unknown key \"case\"") != std::string::npos);
+  CHECK(error_of(R"({"title": "X", "perf_ranks": [2]})").find("without \"mpi_ranks\"") != std::string::npos);
+  CHECK(error_of(R"({"sources": ["a.cu"]})").find("\"title\" is missing") != std::string::npos);
+  CHECK(error_of("{not json").find("not valid JSON") != std::string::npos);
+  const LabConfig lab = parse_lab_json(R"({"title": "X", "sources": ["a.cu"], "mpi_ranks": [2, 3]})", "lab.json");
+  CHECK(lab.perf_ranks == std::vector<int>{2, 3});  // default: mpi_ranks
+  CHECK(lab.distributed());
+}
+
+TEST_CASE("a lab is checked against its tree: sources present and hints naming regions that exist", "[cpu]") {
+  TempTree good("config");
+  REQUIRE(discover_labs(good.paths).size() == 1);
+  CHECK(discover_labs(good.paths)[0].lesson == good.paths.root / "lessons/05-x.md");  // derived from the slug
+  TempTree missing("config-missing", R"({"title": "X", "sources": ["a.cu", "b.cu"]})");
+  CHECK_THROWS_WITH(discover_labs(missing.paths), Catch::Contains("source \"b.cu\" is not in solutions/05-x/"));
+  TempTree hints("config-hints", R"({"title": "X", "sources": ["a.cu"], "todo_hints": {"05.9": ["x"]}})");
+  CHECK_THROWS_WITH(discover_labs(hints.paths), Catch::Contains("todo_hints names TODO(05.9)"));
+}
+
+TEST_CASE("the case list gives tags and TODOs and the stretch goals", "[cpu]") {
+  const auto cases = parse_case_list("cpu\tplan\t[cpu][03.1]\ngpu\tv6 right\t[gpu][03.6][stretch]\ngpu\tv6 speed\t[gpu][perf][03.6][stretch]\n"
+                                     "gpu\tv5 right\t[gpu][03.5]\nnot a case line\n");
+  REQUIRE(cases.size() == 4);
+  CHECK(cases[2].perf());
+  CHECK(cases[1].todos("03") == std::vector<std::string>{"03.6"});
+  LabConfig lab;
+  lab.number = "03";
+  CHECK(stretch_todos(lab, cases) == std::vector<std::string>{"03.6"});
+}
+
+TEST_CASE("CTest's JUnit file gives each test's outcome", "[cpu]") {
+  // Recorded from CTest 3.25: a pass, a failure (with XML entities in its name), a skip (77), a time-out.
+  const auto cases = parse_junit(gpulab::cli::read_text(GPULAB_TEST_DATA "/ctest-junit.xml"));
+  REQUIRE(cases.size() == 4);
+  CHECK(cases[0].passed());
+  CHECK(cases[1].name == "b fails & <quotes> \"x\"");
+  CHECK(cases[1].failed);
+  CHECK(cases[2].skipped);
+  CHECK_FALSE(cases[2].passed());
+  CHECK(cases[3].failed);
+  CHECK_THROWS(parse_junit("no results"));
+}

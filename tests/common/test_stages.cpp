@@ -1,0 +1,189 @@
+/// @file test_stages.cpp
+/// @brief The grader's decisions on recorded inputs: forbidden symbols from nm output, the
+/// sanitizer's report, the verdict on a case from its exit and records, a performance check from
+/// recorded records, the emulator's statuses, the scorecard's counts, the plants' verdicts.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "emulation.hpp"
+#include "grade_stages.hpp"
+#include "plants.hpp"
+
+using namespace gpulab::cli;
+using nlohmann::json;
+
+namespace {
+
+LabConfig a_lab() {
+  LabConfig lab = parse_lab_json(R"({"title": "X", "sources": ["a.cu"], "hints": {"timeout": "a loop that never ends", "crash": "it crashed"}})", "lab.json");
+  lab.number = "05";
+  lab.slug = "05-x";
+  return lab;
+}
+
+CaseRun a_run(int exit_code, std::vector<json> records = {}, std::string output = "") {
+  CaseRun r;
+  r.process.exit_code = exit_code;
+  r.process.output = std::move(output);
+  r.records = std::move(records);
+  return r;
+}
+
+const CaseInfo kCpuCase{"cpu", "adds", "[cpu][05.1]"};
+const CaseInfo kGpuCase{"gpu", "kernel adds", "[gpu][05.2]"};
+
+}  // namespace
+
+TEST_CASE("forbidden library code is found in nm output and calls by undefined symbols only", "[cpu]") {
+  const std::string nm =
+      "0000000000000000 T lab05::add(float const*, float*, long)\n"
+      "                 U cublasSgemm_v2\n"
+      "0000000000000010 T my_cublas_like_helper()\n"
+      "0000000000000020 W thrust::detail::vector_base<float>::resize(unsigned long)\n"
+      "                 U cudaLaunchKernel\n";
+  const ForbiddenSymbols rules{{"cublas"}, {"thrust::"}, "write it yourself"};
+  const auto hits = forbidden_in_nm(nm, rules);
+  REQUIRE(hits.size() == 2);
+  CHECK(hits[0] == "a call to cublasSgemm_v2");
+  CHECK(hits[1].rfind("code from thrust::", 0) == 0);
+  CHECK(forbidden_in_nm("                 U cudaMalloc\n", rules).empty());
+}
+
+TEST_CASE("the sanitizer's own report lines are kept and its summary dropped", "[cpu]") {
+  const std::string log =
+      "========= COMPUTE-SANITIZER\n"
+      "========= Error: Race reported between Write access at lab05::tile_kernel(const float *, float *)+0x1c0 in a.cu:25\n"
+      "=========     and Read access at lab05::tile_kernel(const float *, float *)+0x2a0 in a.cu:30 [248 hazards]\n"
+      "=========\n"
+      "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n"
+      "========= ERROR SUMMARY: 1 error\n";
+  const auto lines = sanitizer_findings(log, 6);
+  CHECK(lines.size() == 4);
+  CHECK(lines[1].find("Race reported between Write access") != std::string::npos);
+  CHECK(std::none_of(lines.begin(), lines.end(), [](const std::string& l) { return l.find("ERROR SUMMARY") != std::string::npos; }));
+  CHECK(sanitizer_hint("racecheck").find("__syncthreads") != std::string::npos);
+}
+
+TEST_CASE("a case is judged from its exit and its records", "[cpu]") {
+  const LabConfig lab = a_lab();
+  CHECK(judge_case(kCpuCase, a_run(0), lab, 10).status == Status::kPass);
+  const Check failed = judge_case(kCpuCase, a_run(1, {{{"ok", false}, {"summary", "c[3] is 5, want 4"}, {"hint", "look at i"}}}), lab, 10);
+  CHECK(failed.status == Status::kFail);
+  CHECK(failed.details == std::vector<std::string>{"c[3] is 5, want 4"});
+  CHECK(failed.hints == std::vector<std::string>{"look at i"});
+  // A check that could not run records ok: null (never a pass, never a crash of the grader).
+  const Check not_run = judge_case(kGpuCase, a_run(0, {{{"ok", nullptr}, {"not_run", "memory"}, {"summary", "n=2^31: not run here"}}}), lab, 10);
+  CHECK(not_run.status == Status::kNotRun);
+  CaseRun skipped = a_run(77);
+  skipped.skip_reason = "no NVIDIA driver";
+  CHECK(judge_case(kGpuCase, skipped, lab, 10).details.front() == "needs a GPU: no NVIDIA driver");
+  CaseRun hung = a_run(-1);
+  hung.process.timed_out = true;
+  const Check timeout = judge_case(kCpuCase, hung, lab, 12);
+  CHECK(timeout.details.front() == "did not finish within 12 s; the process was killed");
+  CHECK(timeout.hints == std::vector<std::string>{"a loop that never ends"});
+  CaseRun crashed = a_run(-1);
+  crashed.process.signal = 11;
+  CHECK(judge_case(kCpuCase, crashed, lab, 10).hints == std::vector<std::string>{"it crashed"});
+  const Check thrown = judge_case(kCpuCase, a_run(1, {}, "a.cpp:9: failed: unexpected exception with message:\n  'bad size'\n"), lab, 10);
+  CHECK(thrown.details.front().find("unexpected exception") != std::string::npos);
+}
+
+TEST_CASE("the ranks that reported a failure are named", "[cpu]") {
+  CaseRun r = a_run(1, {{{"ok", false}, {"summary", "sum wrong"}, {"rank", 1}}, {{"ok", false}, {"summary", "sum wrong"}, {"rank", 2}}});
+  CHECK(judge_case(kCpuCase, r, a_lab(), 10).details == std::vector<std::string>{"ranks 1,2: sum wrong"});
+}
+
+TEST_CASE("emulated runs map to EMU statuses and the emulator's limits to N/A", "[cpu]") {
+  Check c;
+  c.status = Status::kPass;
+  CHECK(emulated_status(c) == Status::kEmuPass);
+  c.status = Status::kNotRun;
+  CHECK(emulated_status(c) == Status::kEmuNotRun);
+  c.status = Status::kFail;
+  c.details = {"c guard bands: out-of-bounds write past the end"};
+  CHECK(emulated_status(c) == Status::kEmuFail);
+  c.details = {"unexpected exception with message: 'the CPU emulator does not model __ballot_sync'"};
+  CHECK(emulated_status(c) == Status::kEmuNotRun);
+  CHECK(emulable(kGpuCase));
+  CHECK_FALSE(emulable(kCpuCase));
+  CHECK_FALSE(emulable({"gpu", "speed", "[gpu][perf]"}));
+  CHECK_FALSE(emulable({"gpu", "padding beats", "[gpu][timing]"}));
+}
+
+TEST_CASE("a performance check reads its figures from the records and its rules from the options", "[cpu]") {
+  const std::vector<json> run = {{{"kind", "performance"}, {"metric", "vector_add"}, {"value", 3000.0}, {"baseline", 4000.0},
+                                  {"fraction_of_baseline", 0.75}, {"unit", "GB/s"}, {"baseline_name", "D2D cudaMemcpy"},
+                                  {"timing", "median of 11 CUDA-event samples after 200 ms of warm-up"}},
+                                 {{"kind", "correctness"}, {"ok", true}}};
+  PerfSamples mine, theirs;
+  json data;
+  CHECK(add_perf_records(run, "learner", mine, data) == "vector_add");
+  add_perf_records(run, "reference", theirs, data);
+  theirs.fraction.back() = 0.9;
+  VerdictRules rules;
+  rules.min_rounds = 1;
+  const Verdict v = decide(mine.fraction, theirs.fraction, 0.6, 1.0, rules);
+  Check check;
+  check.data = data;
+  describe_performance(check, mine, theirs, false, PerfSpec{0.6, 0.85, "coalesce"}, v, rules, {});
+  CHECK(check.status == Status::kPass);
+  CHECK(check.details[0] == "yours 3000 GB/s (75.0 % of D2D cudaMemcpy 4000 GB/s)");
+  CHECK(check.details[1].find("yours = 83.3 % of it, need ≥ 60 %") != std::string::npos);
+  CHECK(check.details.back().find("at least 1 rounds") != std::string::npos);
+  CHECK(check.details.back().find("above 2 %") != std::string::npos);
+  CHECK(check.details.back().find("each run: median of 11 CUDA-event samples") != std::string::npos);
+  CHECK(check.data["fraction_of_reference"].get<double>() == Approx(0.75 / 0.9));
+}
+
+TEST_CASE("the scorecard counts once: emulated passes are not passes and an emulated failure fails", "[cpu]") {
+  std::ostringstream out;
+  Scorecard card(false, &out);
+  auto add = [&](Status s) {
+    Check c;
+    c.name = std::string("c") + to_string(s);
+    c.status = s;
+    card.add(c);
+  };
+  add(Status::kPass);
+  add(Status::kInfo);
+  add(Status::kEmuPass);
+  add(Status::kStretch);
+  CHECK(card.exit_code() == 2);
+  const Counts n = card.counts();
+  CHECK(n.passed == 1);
+  CHECK(n.not_run == 1);
+  CHECK(n.emulated_ok == 1);
+  CHECK(n.stretch == 1);
+  add(Status::kEmuFail);
+  CHECK(card.exit_code() == 1);
+  CHECK(card.to_json()["summary"]["failed"] == 1);
+  CHECK(out.str().find("EMU FAIL") != std::string::npos);
+  CHECK(out.str().find("\033[") == std::string::npos);  // colour only on a terminal
+}
+
+TEST_CASE("a plant's verdict names what differs", "[cpu]") {
+  Plant p;
+  p.expect.failed = "adds";
+  p.expect.detail = "past the end";
+  GradeResult r;
+  std::ostringstream out;
+  r.card = Scorecard(false, &out);
+  Check c = Check::failure("adds", Kind::kCorrectness, "c guard bands: out-of-bounds write past the end");
+  r.card.add(c);
+  r.exit_code = 1;
+  CHECK(plant_verdict(p, p.expect, r).empty());
+  p.expect.detail = "before the start";
+  CHECK(plant_verdict(p, p.expect, r) == "check \"adds\" did not fail with \"before the start\"");
+  p.expect.exit = {0, 2};
+  CHECK(plant_verdict(p, p.expect, r) == "exit 1, expected [0,2]");
+}
+
+TEST_CASE("a changed tree names the first file that changed", "[cpu]") {
+  const TreeHashes before = {{"a.cu", "1"}, {"b.cu", "2"}};
+  CHECK(first_tree_change(before, before, "labs/x/").empty());
+  CHECK(first_tree_change(before, {{"a.cu", "1"}, {"b.cu", "3"}}, "labs/x/") == "labs/x/b.cu changed");
+  CHECK(first_tree_change(before, {{"a.cu", "1"}}, "") == "b.cu was removed");
+  CHECK(first_tree_change(before, {{"a.cu", "1"}, {"b.cu", "2"}, {"c.cu", "4"}}, "") == "c.cu was added");
+}

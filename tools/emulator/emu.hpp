@@ -1,0 +1,410 @@
+/// @file emu.hpp
+/// @brief A small cooperative emulator of CUDA thread blocks on the CPU, for checking a lab's
+/// kernels *for their logic* where no GPU is available (`gpulab emulate`, and `gpulab grade` without a GPU).
+///
+/// Not a grade and never a GPU result. It runs one block at a time, each thread as a ucontext
+/// fiber that runs until its next __syncthreads() or warp-level call (__shfl_down_sync), in
+/// thread order (or reversed: EMU_ORDER=reverse). So a missing barrier usually shows as wrong
+/// values (a thread reads a tile its neighbours have not written yet), a barrier some threads
+/// skip is reported, and every index is exercised. Device memory is host memory; the runtime
+/// calls the labs and libgpulab use are stand-ins (below). Timing, memory models, races between
+/// blocks and speed are not emulated.
+#pragma once
+
+#include <dlfcn.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+using cudaStream_t = void*;
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static  // one block runs at a time, so a function-static array is its shared memory
+#define __align__(n) __attribute__((aligned(n)))
+
+inline dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+namespace emu {
+
+enum class State { kRunning, kAtBarrier, kAtWarpSync, kDone };
+
+struct Fiber {
+  ucontext_t context;
+  std::unique_ptr<char[]> stack;
+  State state = State::kRunning;
+  dim3 id;
+};
+
+inline constexpr std::size_t kStackBytes = 1 << 16;
+inline ucontext_t scheduler;
+inline Fiber* current = nullptr;
+inline std::function<void()> kernel_call;
+inline std::vector<unsigned char> dynamic_shared_memory;  // `extern __shared__` arrays of the launch
+inline unsigned long long warp_exchange[32][32];          // [warp][lane]: values passed by shuffles
+
+inline void fiber_entry() {
+  kernel_call();
+  current->state = State::kDone;
+}
+
+inline void barrier() {
+  current->state = State::kAtBarrier;
+  swapcontext(&current->context, &scheduler);
+}
+
+/// Waits until every lane of this warp that has not exited is here too.
+inline void warp_sync() {
+  current->state = State::kAtWarpSync;
+  swapcontext(&current->context, &scheduler);
+}
+
+/// EMU_ORDER=reverse runs the threads of each step last to first: a hazard between threads that
+/// the forward order hides (a thread reading what a later one writes in the same step) shows.
+inline bool reverse_order() {
+  static const bool reverse = [] {
+    const char* o = std::getenv("EMU_ORDER");
+    return o != nullptr && std::string(o) == "reverse";
+  }();
+  return reverse;
+}
+
+inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+
+template <class T>
+T* dynamic_shared() {
+  return reinterpret_cast<T*>(dynamic_shared_memory.data());
+}
+
+/// True (and the launch recorded) when @p stream is being captured into a graph (defined below).
+inline bool record_if_capturing(cudaStream_t stream, const void* kernel, dim3 grid, dim3 block, std::size_t smem);
+
+/// `kernel<<<grid, block, smem, stream>>>(args)` becomes `emu::Launch(grid, block, smem, stream).run(...)`.
+struct Launch {
+  dim3 grid, block;
+  std::size_t smem;
+  cudaStream_t stream;
+  const void* kernel = nullptr;
+  Launch(dim3 g, dim3 b, std::size_t dynamic_smem = 0, cudaStream_t s = nullptr)
+      : grid(g), block(b), smem(dynamic_smem), stream(s) {}
+  /// Names the kernel (for a capture; the emulator transform, tools/gpulab/emu_transform.cpp, adds it).
+  template <class F>
+  Launch& of(F* k) {
+    kernel = reinterpret_cast<const void*>(k);
+    return *this;
+  }
+
+  void run(std::function<void()> call) {
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x * block.y * block.z == 0 || block.x * block.y * block.z > 1024) {
+      throw std::runtime_error("emulate: invalid launch configuration (a GPU would refuse it)");
+    }
+    if (record_if_capturing(stream, kernel, grid, block, smem)) return;  // captured: recorded, not run
+    kernel_call = std::move(call);
+    gridDim = grid;
+    blockDim = block;
+    dynamic_shared_memory.assign(smem + 16, 0xCD);  // not zero: a GPU does not clear it either
+    const unsigned n = block.x * block.y * block.z;
+    std::vector<Fiber> fibers(n);
+    for (Fiber& f : fibers) f.stack.reset(new char[kStackBytes]);
+    for (unsigned bz = 0; bz < grid.z; ++bz) {
+      for (unsigned by = 0; by < grid.y; ++by) {
+        for (unsigned bx = 0; bx < grid.x; ++bx) {
+          blockIdx = dim3(bx, by, bz);
+          for (unsigned i = 0; i < n; ++i) {
+            Fiber& f = fibers[i];
+            f.id = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
+            f.state = State::kRunning;
+            getcontext(&f.context);
+            f.context.uc_stack.ss_sp = f.stack.get();
+            f.context.uc_stack.ss_size = kStackBytes;
+            f.context.uc_link = &scheduler;
+            makecontext(&f.context, fiber_entry, 0);
+          }
+          // Run every runnable thread to its next barrier, warp sync or end, in thread order;
+          // then release a warp whose live lanes all wait at a warp sync, or the block when all
+          // its live threads wait at __syncthreads(); until every thread has ended.
+          for (;;) {
+            for (unsigned k = 0; k < n; ++k) {
+              Fiber& f = fibers[reverse_order() ? n - 1 - k : k];
+              if (f.state != State::kRunning) continue;
+              current = &f;
+              threadIdx = f.id;
+              swapcontext(&scheduler, &f.context);
+            }
+            unsigned done = 0, at_barrier = 0, at_warp = 0;
+            for (const Fiber& f : fibers) {
+              done += f.state == State::kDone;
+              at_barrier += f.state == State::kAtBarrier;
+              at_warp += f.state == State::kAtWarpSync;
+            }
+            if (done == n) break;
+            bool released = false;
+            for (unsigned w = 0; w * 32 < n; ++w) {
+              bool all = true, any = false;
+              for (unsigned i = w * 32; i < n && i < w * 32 + 32; ++i) {
+                if (fibers[i].state == State::kDone) continue;
+                any = any || fibers[i].state == State::kAtWarpSync;
+                all = all && fibers[i].state == State::kAtWarpSync;
+              }
+              if (!any || !all) continue;
+              for (unsigned i = w * 32; i < n && i < w * 32 + 32; ++i) {
+                if (fibers[i].state == State::kAtWarpSync) fibers[i].state = State::kRunning;
+              }
+              released = true;
+            }
+            if (released) continue;
+            if (at_barrier > 0 && at_warp == 0 && done == 0) {
+              for (Fiber& f : fibers) f.state = State::kRunning;
+              continue;
+            }
+            // On a GPU this hangs (or is undefined); here it is an error the caller can report.
+            char what[240];
+            std::snprintf(what, sizeof what,
+                          "emulate: block (%u, %u, %u) is stuck: %u threads at __syncthreads(), %u at a warp-level "
+                          "call, %u ended (a barrier that not every thread reaches)",
+                          bx, by, bz, at_barrier, at_warp, done);
+            throw std::runtime_error(what);
+          }
+        }
+      }
+    }
+  }
+};
+
+}  // namespace emu
+
+inline void __syncthreads() { emu::barrier(); }
+
+inline constexpr int warpSize = 32;
+
+/// v from lane (lane + delta) of this warp, or this lane's own v past the warp's end. Every live
+/// lane of the warp must call it (as with a full mask on a GPU).
+template <class T>
+T __shfl_down_sync(unsigned /*mask*/, T v, unsigned delta, int width = 32) {
+  static_assert(sizeof(T) <= sizeof(unsigned long long), "emulate: shuffles of up to 8 bytes");
+  const unsigned t = emu::linear_thread(), warp = t / 32, lane = t % 32;
+  std::memcpy(&emu::warp_exchange[warp][lane], &v, sizeof(T));
+  emu::warp_sync();  // every lane has published its value
+  T out = v;
+  const unsigned segment = lane / width * width;
+  if (lane - segment + delta < static_cast<unsigned>(width)) std::memcpy(&out, &emu::warp_exchange[warp][lane + delta], sizeof(T));
+  emu::warp_sync();  // every lane has read before any writes again
+  return out;
+}
+
+/// Threads never run at the same time here, so an atomic is a plain read-modify-write.
+template <class T>
+T atomicAdd(T* address, T value) {
+  const T old = *address;
+  *address = old + value;
+  return old;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The runtime API the labs, libgpulab and the tests use, on host memory: one emulated device,
+// small (64 MiB free) so that tests choose small problems, with H200-like attributes otherwise.
+// ---------------------------------------------------------------------------------------------
+enum cudaError_t {
+  cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35,
+  cudaErrorNoDevice = 100, cudaErrorInvalidDevice = 101, cudaErrorNotSupported = 801, cudaErrorIllegalAddress = 700,
+  cudaErrorLaunchTimeout = 702, cudaErrorHardwareStackError = 714, cudaErrorIllegalInstruction = 715,
+  cudaErrorMisalignedAddress = 716, cudaErrorInvalidAddressSpace = 717, cudaErrorInvalidPc = 718,
+  cudaErrorLaunchFailure = 719, cudaErrorAssert = 710, cudaErrorStreamCaptureInvalidated = 901
+};
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
+enum cudaDeviceAttr {
+  cudaDevAttrMaxThreadsPerBlock = 1, cudaDevAttrMaxGridDimX = 5, cudaDevAttrMaxGridDimY = 6, cudaDevAttrMaxGridDimZ = 7,
+  cudaDevAttrWarpSize = 10, cudaDevAttrClockRate = 13, cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMemoryClockRate = 36,
+  cudaDevAttrGlobalMemoryBusWidth = 37, cudaDevAttrL2CacheSize = 38, cudaDevAttrMaxThreadsPerMultiProcessor = 39,
+  cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76,
+  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81, cudaDevAttrMaxRegistersPerMultiprocessor = 82,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+};
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed };
+enum cudaGraphNodeType { cudaGraphNodeTypeKernel = 0, cudaGraphNodeTypeMemset = 2 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+inline constexpr unsigned cudaStreamNonBlocking = 1;
+struct cudaUUID_t { char bytes[16]; };
+struct cudaDeviceProp {
+  char name[256];
+  cudaUUID_t uuid;
+  std::size_t totalGlobalMem;
+};
+struct cudaFuncAttributes {
+  std::size_t sharedSizeBytes, constSizeBytes, localSizeBytes;
+  int maxThreadsPerBlock, numRegs, ptxVersion, binaryVersion;
+};
+struct cudaKernelNodeParams {
+  void* func;
+  dim3 gridDim, blockDim;
+  unsigned sharedMemBytes;
+  void** kernelParams;
+  void** extra;
+};
+using cudaEvent_t = std::chrono::steady_clock::time_point*;
+
+namespace emu {
+inline constexpr int kEmulatedSMs = 4;  // small, so that grid-capped loops really loop
+inline constexpr std::size_t kEmulatedFreeBytes = std::size_t{64} << 20;
+struct GraphNode { cudaGraphNodeType type; cudaKernelNodeParams kernel; };
+struct Graph { std::vector<GraphNode> nodes; };
+struct Stream { Graph* capture = nullptr; };
+inline Stream* capturing(cudaStream_t s) { return s != nullptr && static_cast<Stream*>(s)->capture ? static_cast<Stream*>(s) : nullptr; }
+/// Static shared memory per kernel, registered by the emulator transform (tools/gpulab/emu_transform.cpp) from the declarations.
+inline std::vector<std::pair<const void*, std::size_t>>& static_shared_table() {
+  static std::vector<std::pair<const void*, std::size_t>> t;
+  return t;
+}
+struct SharedRegistration {
+  SharedRegistration(const void* kernel, std::size_t bytes) { static_shared_table().push_back({kernel, bytes}); }
+};
+}  // namespace emu
+using cudaGraph_t = emu::Graph*;
+using cudaGraphNode_t = emu::GraphNode*;
+
+inline const char* cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
+inline const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "an error in the emulated runtime"; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
+inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
+inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
+  switch (a) {
+    case cudaDevAttrMaxThreadsPerBlock: *v = 1024; break;
+    case cudaDevAttrMaxGridDimX: *v = 2147483647; break;
+    case cudaDevAttrMaxGridDimY: case cudaDevAttrMaxGridDimZ: *v = 65535; break;
+    case cudaDevAttrWarpSize: *v = 32; break;
+    case cudaDevAttrClockRate: *v = 1980000; break;
+    case cudaDevAttrMultiProcessorCount: *v = emu::kEmulatedSMs; break;
+    case cudaDevAttrMemoryClockRate: *v = 2619000; break;
+    case cudaDevAttrGlobalMemoryBusWidth: *v = 6144; break;
+    case cudaDevAttrL2CacheSize: *v = 1 << 20; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *v = 2048; break;
+    case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *v = 233472; break;
+    case cudaDevAttrMaxRegistersPerMultiprocessor: *v = 65536; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 232448; break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
+  std::memset(p, 0, sizeof *p);
+  std::strcpy(p->name, "gpulab CPU emulator");
+  for (int i = 0; i < 16; ++i) p->uuid.bytes[i] = static_cast<char>(0xE0 + i);
+  p->totalGlobalMem = emu::kEmulatedFreeBytes;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetPCIBusId(char*, int, int) { return cudaErrorNotSupported; }  // no NVML here
+inline cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total) {
+  *free_bytes = *total = emu::kEmulatedFreeBytes;
+  return cudaSuccess;
+}
+template <class T>
+cudaError_t cudaMalloc(T** p, std::size_t n) {
+  *p = static_cast<T*>(std::aligned_alloc(256, (n + 255) / 256 * 256 + 256));
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFree(void* p) { std::free(p); return cudaSuccess; }
+inline cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind) { if (n) std::memmove(dst, src, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind k, cudaStream_t = nullptr) { return cudaMemcpy(dst, src, n, k); }
+inline cudaError_t cudaMemset(void* p, int v, std::size_t n) { if (n) std::memset(p, v, n); return cudaSuccess; }
+inline cudaError_t cudaMemsetAsync(void* p, int v, std::size_t n, cudaStream_t s = nullptr) {
+  if (emu::Stream* c = emu::capturing(s)) {
+    c->capture->nodes.push_back({cudaGraphNodeTypeMemset, {}});
+    return cudaSuccess;
+  }
+  return cudaMemset(p, v, n);
+}
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { *s = new emu::Stream; return cudaSuccess; }
+inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) { delete static_cast<emu::Stream*>(s); return cudaSuccess; }
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
+  if (s == nullptr) return cudaErrorInvalidValue;
+  static_cast<emu::Stream*>(s)->capture = new emu::Graph;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g) {
+  *g = static_cast<emu::Stream*>(s)->capture;
+  static_cast<emu::Stream*>(s)->capture = nullptr;
+  return *g ? cudaSuccess : cudaErrorInvalidValue;
+}
+inline cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t* nodes, std::size_t* n) {
+  if (nodes == nullptr) {
+    *n = g->nodes.size();
+    return cudaSuccess;
+  }
+  for (std::size_t i = 0; i < *n && i < g->nodes.size(); ++i) nodes[i] = &g->nodes[i];
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphNodeGetType(cudaGraphNode_t n, cudaGraphNodeType* t) { *t = n->type; return cudaSuccess; }
+inline cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t n, cudaKernelNodeParams* p) { *p = n->kernel; return cudaSuccess; }
+inline cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new std::chrono::steady_clock::time_point(); return cudaSuccess; }
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) { *e = std::chrono::steady_clock::now(); return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  *ms = std::chrono::duration<float, std::milli>(*b - *a).count();
+  return cudaSuccess;
+}
+/// Registers and local memory are unknown here (0); static shared memory comes from the
+/// declarations (tools/gpulab/emu_transform.cpp).
+inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void* kernel) {
+  std::memset(a, 0, sizeof *a);
+  a->maxThreadsPerBlock = 1024;
+  for (const auto& [k, bytes] : emu::static_shared_table()) {
+    if (k == kernel) a->sharedSizeBytes += bytes;
+  }
+  return cudaSuccess;
+}
+template <class F>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, F* kernel) { return cudaFuncGetAttributes(a, reinterpret_cast<const void*>(kernel)); }
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void*, int threads, std::size_t) {
+  *blocks = threads > 0 ? std::min(32, 2048 / threads) : 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaFuncGetName(const char** name, const void* kernel) {
+  Dl_info info{};
+  *name = dladdr(kernel, &info) != 0 && info.dli_sname ? info.dli_sname : "?";
+  return cudaSuccess;
+}
+inline cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) { return cudaSuccess; }
+
+inline bool emu::record_if_capturing(cudaStream_t stream, const void* kernel, dim3 grid, dim3 block, std::size_t smem) {
+  Stream* c = capturing(stream);
+  if (c == nullptr) return false;
+  cudaKernelNodeParams p{};
+  p.func = const_cast<void*>(kernel);
+  p.gridDim = grid;
+  p.blockDim = block;
+  p.sharedMemBytes = static_cast<unsigned>(smem);
+  c->capture->nodes.push_back({cudaGraphNodeTypeKernel, p});
+  return true;
+}

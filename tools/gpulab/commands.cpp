@@ -1,0 +1,139 @@
+/// @file commands.cpp
+/// @brief The small commands (see commands.hpp).
+#include "commands.hpp"
+
+#include <iostream>
+
+#include "build.hpp"
+#include "docs.hpp"
+#include "emu_transform.hpp"
+#include "lab_config.hpp"
+#include "plot.hpp"
+#include "regions.hpp"
+#include "sync.hpp"
+
+namespace gpulab::cli {
+namespace {
+
+/// Writes ladder.svg and roofline.svg into @p dir; false when there was nothing to draw.
+bool write_charts(const nlohmann::json& scorecard, const fs::path& dir) {
+  bool any = false;
+  for (const auto& [name, svg] : {std::pair<std::string, std::string>{"ladder.svg", ladder_svg(scorecard)}, {"roofline.svg", roofline_svg(scorecard)}}) {
+    if (svg.empty()) {
+      std::cout << "gpulab: no " << name << ": "
+                << (name == "ladder.svg" ? "no performance check was measured" : "no check records its arithmetic intensity and the device's peak") << '\n';
+      continue;
+    }
+    write_text(dir / name, svg);
+    std::cout << "gpulab: wrote " << (dir / name).string() << '\n';
+    any = true;
+  }
+  return any;
+}
+
+std::vector<CaseInfo> listed_cases(const Paths& paths, const LabConfig& lab) {
+  const fs::path file = paths.build / "labinfo" / (lab.number + "-cases.txt");
+  return fs::exists(file) ? parse_case_list(read_text(file)) : std::vector<CaseInfo>{};
+}
+
+}  // namespace
+
+int list_labs(const Paths& paths) {
+  std::cout << "The path (curriculum.md has objectives, prerequisites and time for each):\n";
+  const nlohmann::json progress = load_progress(paths);
+  for (const LabConfig& lab : discover_labs(paths)) {
+    std::string stretch;
+    for (const auto& t : stretch_todos(lab, listed_cases(paths, lab))) stretch += (stretch.empty() ? "" : ", ") + t;
+    std::cout << "  " << lab.number << "  " << lab.title << "\n      status  " << progress_line(progress, lab.number) << "\n      lesson  lessons/"
+              << lab.slug << ".md\n      lab     labs/" << lab.slug << "/  (" << lab.build.regions.size() << " TODOs"
+              << (stretch.empty() ? "" : "; " + stretch + " a stretch goal") << ")\n      grade   ./gpulab grade " << lab.number << "\n";
+  }
+  std::cout << "  The labs not listed here are planned: curriculum.md has the whole path.\n";
+  return 0;
+}
+
+int start(const Paths& paths) {
+  std::cout << "Welcome to gpulab: GPU programming and distributed training, one lab at a time.\n\n";
+  if (doctor(paths, /*brief=*/true) == 1) return 1;
+  std::cout << '\n';
+  list_labs(paths);
+  std::cout << "\nGrading lab 01 as it is in labs/01-hello-kernel (the unmodified skeleton fails: that is where you start).\n\n";
+  GradeOptions g;
+  g.lab = "01";
+  const GradeResult r = grade(paths, g);
+  if (!r.lab.empty()) record_progress(paths, r, "01");  // as `grade 01` would: list and next show it
+  std::cout << "\nNext: read lessons/01-hello-kernel.md, fill in the TODOs in labs/01-hello-kernel/hello.cu,\n"
+               "then run ./gpulab grade 01 until every line says PASS.\n";
+  if (!r.not_run_reason.empty()) {
+    std::cout << "No GPU here: the GPU checks run on the CPU emulator instead (EMU lines): they judge your kernels'\n"
+                 "logic, never their speed; a GPU completes the grade.\n";
+  }
+  return r.exit_code;
+}
+
+int grade_and_record(const Paths& paths, const GradeOptions& options, bool plot) {
+  const GradeResult result = grade(paths, options);
+  if (plot && !result.lab.empty()) write_charts(result.to_json(), paths.build / "grade" / result.lab.substr(0, 2));
+  // Progress is the learner's own copy, graded whole.
+  if (options.submission.empty() && !options.solutions && options.cases.empty() && !result.lab.empty()) {
+    record_progress(paths, result, result.lab.substr(0, 2));
+  }
+  return result.exit_code;
+}
+
+int run_sync(const Paths& paths, bool check, bool force) {
+  const SyncReport r = sync_labs(paths, discover_labs(paths), check, force);
+  if (check) {
+    for (const auto& d : r.drift) std::cout << "  drift  " << d << '\n';
+    if (!r.drift.empty()) {
+      std::cout << "sync --check: labs/ differs from what ./gpulab sync would write from solutions/\n";
+      return 1;
+    }
+    std::cout << "sync --check: labs/ matches solutions/ (" << r.unchanged.size() << " files)\n";
+    return 0;
+  }
+  for (const auto& f : r.written) std::cout << "  wrote      labs/" << f << '\n';
+  for (const auto& f : r.backed_up) std::cout << "  saved your version as " << f << '\n';
+  for (const auto& f : r.refused) std::cout << "  REFUSED    labs/" << f << "  (you changed it; --force moves your version aside first)\n";
+  std::cout << "sync: " << r.written.size() << " written, " << r.unchanged.size() << " unchanged, " << r.refused.size() << " refused\n";
+  return r.refused.empty() ? 0 : 1;
+}
+
+int plot_command(const std::string& scorecard, const std::string& out_dir) {
+  const auto j = nlohmann::json::parse(read_text(scorecard));
+  return write_charts(j, out_dir.empty() ? fs::absolute(scorecard).parent_path() : fs::path(out_dir)) ? 0 : 2;
+}
+
+int docs_command(const Paths& paths) {
+  const BuildResult b = build_targets(paths, {"docs"});
+  if (!b.ok) {
+    // Doxygen writes its warnings to a log file (WARN_LOGFILE), not to the build's output.
+    const fs::path log = paths.build / "docs" / "warnings.log";
+    const std::string warnings = fs::exists(log) ? read_text(log) : std::string();
+    std::cout << b.output << warnings << "\ngpulab docs: the site did not build"
+              << (b.output.find("not installed") != std::string::npos ? ": Doxygen is not installed (apt-get install doxygen)"
+                                                                  : " (warnings are errors: see above)") << '\n';
+    return 1;
+  }
+  std::cout << "gpulab docs: " << (paths.build / "docs" / "html" / "index.html").string() << '\n';
+  return 0;
+}
+
+int doc_filter(const std::string& file) {
+  std::cout << doxygen_markdown(read_text(file), file);
+  return 0;
+}
+
+int render_command(const std::string& mode, const std::string& region, const std::string& slug, const std::string& input,
+                   const std::string& output) {
+  if (mode == "mutant" && region.empty()) throw std::invalid_argument("render --mode mutant needs --region");
+  write_text(output, render(read_text(input), input, slug, mode == "mutant" ? region : ""));
+  return 0;
+}
+
+int emu_transform_command(const std::string& input, const std::string& output) {
+  write_text(output, emulator_source(read_text(input), input));
+  return 0;
+}
+
+}  // namespace gpulab::cli

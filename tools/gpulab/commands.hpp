@@ -1,0 +1,40 @@
+/// @file commands.hpp
+/// @brief What each `gpulab` command runs (main.cpp parses the command line and calls these).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "doctor.hpp"
+#include "emulation.hpp"
+#include "grade.hpp"
+#include "hints.hpp"
+#include "mpi.hpp"
+#include "progress.hpp"
+#include "selftest.hpp"
+#include "summary.hpp"
+#include "watch.hpp"
+
+namespace gpulab::cli {
+
+/// `start`: doctor, the path, and a first grade of lab 01 (recorded as progress).
+int start(const Paths& paths);
+/// `list`: the labs, progress in each, their lessons, TODOs and stretch goals.
+int list_labs(const Paths& paths);
+/// `grade`: grade, write the charts when asked, record the learner's own progress.
+int grade_and_record(const Paths& paths, const GradeOptions& options, bool plot);
+/// `sync [--check] [--force]`.
+int run_sync(const Paths& paths, bool check, bool force);
+/// `plot FILE.json [--out DIR]`.
+int plot_command(const std::string& scorecard, const std::string& out_dir);
+/// `docs`: the Doxygen site.
+int docs_command(const Paths& paths);
+/// `doc-filter FILE`: Doxygen's input filter.
+int doc_filter(const std::string& file);
+/// `render`: a skeleton or mutant file, for the build.
+int render_command(const std::string& mode, const std::string& region, const std::string& slug, const std::string& input,
+                   const std::string& output);
+/// `emu-transform`: a .cu file rewritten for the emulator, for the build.
+int emu_transform_command(const std::string& input, const std::string& output);
+
+}  // namespace gpulab::cli

@@ -1,0 +1,87 @@
+/// @file grade_stages.hpp
+/// @brief The stages of `gpulab grade` (grade.hpp) and what they share. Each stage reads the
+/// context, adds its checks to the scorecard, and returns false when the grade cannot go on.
+/// The decisions inside each stage are pure functions declared here too, unit-tested on
+/// recorded inputs (tests/common/test_stages.cpp).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include "cases.hpp"
+#include "diagnose.hpp"
+#include "files.hpp"
+#include "grade.hpp"
+#include "lab_config.hpp"
+#include "verdict.hpp"
+
+namespace gpulab::cli {
+
+/// Which sources are graded.
+enum class Sources { kLab, kSubmission, kReference };
+
+/// What the stages share: the lab, the options, the chosen build, what earlier stages found.
+struct GradeContext {
+  GradeContext(const Paths& p, const GradeOptions& o, LabConfig l) : paths(p), options(o), lab(std::move(l)) {}
+  const Paths& paths;
+  const GradeOptions& options;
+  LabConfig lab;
+  Sources sources = Sources::kLab;
+  fs::path source_dir;    ///< the folder graded, as the learner named it
+  fs::path compiled_dir;  ///< where it is compiled from (the snapshot, for a submission)
+  fs::path log_dir;       ///< build/grade/NN
+  std::uint64_t seed = 0;
+  std::string variant;    ///< "lab", "sub" or "ref" (BuildInfo::variants)
+  std::vector<CaseInfo> cases;        ///< as the reference lists them (after --case)
+  std::string gpu_missing;            ///< "" when the reference's device probe found a GPU
+  std::string emulator;               ///< without a GPU: the emulated variant ("emu_lab"), "" if none
+  std::string emulator_problem;       ///< why the emulated build could not be made
+  std::vector<KernelResources> ptxas; ///< the learner's kernels, from the diagnosis stage
+  TreeHashes before_labs, before_solutions, before_submission;
+  int next_log = 0;                   ///< numbers the case logs
+
+  const Variant& build() const { return *lab.build.variant(variant); }
+  const Variant& reference() const { return *lab.build.variant("ref"); }
+  bool graded_is_reference() const { return sources == Sources::kReference; }
+  double case_timeout() const { return options.timeout_s > 0 ? options.timeout_s : lab.timeout_s; }
+  /// The W each correctness case runs at (empty: not distributed) and the one of [perf] cases.
+  std::vector<int> widths() const;
+  int perf_width() const;
+  std::string next_stem() { return "case-" + std::to_string(next_log++); }
+};
+
+bool stage_sources(GradeContext& ctx, Scorecard& card);
+bool stage_build(GradeContext& ctx, Scorecard& card);
+bool stage_diagnosis(GradeContext& ctx, Scorecard& card);
+bool stage_correctness(GradeContext& ctx, Scorecard& card);
+bool stage_sanitizer(GradeContext& ctx, Scorecard& card);
+bool stage_performance(GradeContext& ctx, Scorecard& card);
+bool stage_integrity(GradeContext& ctx, Scorecard& card);
+
+// --- the decisions, pure -------------------------------------------------------------------
+
+/// Forbidden library code in `nm -C` output: "a call to cublasSgemm_v2", "code from thrust:: (...)".
+std::vector<std::string> forbidden_in_nm(const std::string& nm_output, const ForbiddenSymbols& rules);
+
+/// compute-sanitizer's own report lines (its "=========" lines, the first few) for one case.
+std::vector<std::string> sanitizer_findings(const std::string& output, int keep = 6);
+/// The hint for a finding of @p tool (memcheck, racecheck, synccheck, initcheck).
+std::string sanitizer_hint(const std::string& tool);
+
+/// One side's figures from a performance case, round by round.
+struct PerfSamples {
+  std::vector<double> fraction, value, baseline;  ///< per round: value / baseline, value, baseline
+};
+/// The performance records of one run (rank 0's) added to @p samples; the last record's extra
+/// fields (unit, note, kernels, peaks, GPU state) merged into @p data under @p side.
+std::string add_perf_records(const std::vector<nlohmann::json>& records, const std::string& side, PerfSamples& samples,
+                             nlohmann::json& data);
+/// The check's lines from the samples and the verdict (yours, the reference's, the baseline's,
+/// the threshold, the peak fraction, the rules the verdict followed).
+void describe_performance(Check& check, const PerfSamples& learner, const PerfSamples& reference, bool graded_is_reference,
+                          const PerfSpec& spec, const Verdict& verdict, const VerdictRules& rules,
+                          const std::vector<KernelResources>& ptxas);
+
+}  // namespace gpulab::cli

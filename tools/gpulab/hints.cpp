@@ -1,0 +1,60 @@
+/// @file hints.cpp
+/// @brief Hint ladders (see hints.hpp).
+#include "hints.hpp"
+
+#include <algorithm>
+#include <iostream>
+
+#include "lab_config.hpp"
+#include "regions.hpp"
+
+namespace gpulab::cli {
+
+int hint(const Paths& paths, const std::string& lab_name, const std::string& todo, int level, bool reset) {
+  const auto lab = find_lab(paths, lab_name);
+  if (!lab) {
+    std::cout << "gpulab hint: no lab \"" << lab_name << "\"\n";
+    return 1;
+  }
+  // The TODOs, with their titles, from the reference's regions (titles only: never the code).
+  std::vector<Region> regions;
+  for (const std::string& f : lab->sources) {
+    for (Region& r : parse_regions(read_text(lab->solutions / f), (lab->solutions / f).string(), lab->number)) regions.push_back(r);
+  }
+  // In TODO order (02.2 before 02.10), not file order.
+  auto minor = [](const Region& r) { return std::stoi(r.id.substr(r.id.find('.') + 1)); };
+  std::sort(regions.begin(), regions.end(), [&](const Region& a, const Region& b) { return minor(a) < minor(b); });
+  auto ladder_of = [&](const Region& r) {
+    const auto it = lab->todo_hints.find(r.id);
+    std::vector<std::string> steps = it == lab->todo_hints.end() ? std::vector<std::string>{} : it->second;
+    steps.push_back("Read lessons/" + lab->slug + ".md, section \"TODO(" + r.id + ")\": it says what to write and why.");
+    return steps;
+  };
+  if (todo.empty()) {
+    std::cout << "Lab " << lab->number << " — " << lab->title << ": hints per TODO (./gpulab hint " << lab->number << " <k>)\n";
+    for (const Region& r : regions) std::cout << "  " << r.id << "  " << r.title << "  (" << ladder_of(r).size() << " hints)\n";
+    return 0;
+  }
+  const std::string id = todo.find('.') == std::string::npos ? lab->number + "." + todo : todo;
+  const auto it = std::find_if(regions.begin(), regions.end(), [&](const Region& r) { return r.id == id; });
+  if (it == regions.end()) {
+    std::cout << "gpulab hint: lab " << lab->number << " has no TODO(" << id << ")\n";
+    return 1;
+  }
+  const std::vector<std::string> steps = ladder_of(*it);
+  const fs::path seen_file = paths.state_dir() / "hints.json";
+  nlohmann::json seen = fs::exists(seen_file) ? nlohmann::json::parse(read_text(seen_file), nullptr, false) : nlohmann::json::object();
+  if (!seen.is_object()) seen = nlohmann::json::object();
+  if (reset) seen.erase(id);
+  const int show = std::min<int>(level > 0 ? level : seen.value(id, 0) + 1, static_cast<int>(steps.size()));
+  std::cout << "TODO(" << id << "): " << it->title << "\n";
+  for (int k = 1; k <= show; ++k) std::cout << "  hint " << k << "/" << steps.size() << ": " << steps[static_cast<std::size_t>(k - 1)] << "\n";
+  if (show < static_cast<int>(steps.size())) std::cout << "  (run it again for the next hint)\n";
+  if (level <= 0) {
+    seen[id] = show;
+    write_text(seen_file, seen.dump(2) + "\n");
+  }
+  return 0;
+}
+
+}  // namespace gpulab::cli

@@ -1,0 +1,72 @@
+/// @file progress.cpp
+/// @brief Progress and next (see progress.hpp).
+#include "progress.hpp"
+
+#include <ctime>
+#include <iostream>
+
+#include "lab_config.hpp"
+
+namespace gpulab::cli {
+namespace {
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", std::localtime(&now));
+  return buf;
+}
+
+bool complete(const nlohmann::json& p) { return p.is_object() && p.value("failed", 1) == 0; }
+
+}  // namespace
+
+void record_progress(const Paths& paths, const GradeResult& result, const std::string& number) {
+  const Counts n = result.card.counts();
+  std::string first_failure;
+  for (const Check& c : result.checks()) {
+    if (first_failure.empty() && (c.status == Status::kFail || c.status == Status::kEmuFail)) first_failure = c.name;
+  }
+  nlohmann::json all = load_progress(paths);
+  all[number] = {{"passed", n.passed}, {"failed", n.failed}, {"not_run", n.not_run}, {"emulated_ok", n.emulated_ok},
+                 {"exit", result.exit_code}, {"first_failure", first_failure}, {"date", today()}};
+  write_text(paths.state_dir() / "progress.json", all.dump(2) + "\n");
+}
+
+nlohmann::json load_progress(const Paths& paths) {
+  const fs::path file = paths.state_dir() / "progress.json";
+  if (!fs::exists(file)) return nlohmann::json::object();
+  auto j = nlohmann::json::parse(read_text(file), nullptr, false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+std::string progress_line(const nlohmann::json& progress, const std::string& number) {
+  if (!progress.contains(number)) return "not graded yet";
+  const auto& p = progress[number];
+  const int passed = p.value("passed", 0), failed = p.value("failed", 0), not_run = p.value("not_run", 0);
+  if (failed == 0 && not_run == 0) return "complete (" + p.value("date", "") + ")";
+  if (failed == 0) return "complete where it can run here; " + std::to_string(not_run) + " checks need a GPU";
+  return "in progress: " + std::to_string(passed) + " of " + std::to_string(passed + failed + not_run) + " checks pass (last graded " +
+         p.value("date", "") + ")";
+}
+
+int next_lab(const Paths& paths) {
+  const nlohmann::json progress = load_progress(paths);
+  for (const LabConfig& lab : discover_labs(paths)) {
+    const nlohmann::json p = progress.value(lab.number, nlohmann::json());
+    if (complete(p)) continue;
+    std::cout << "Next: lab " << lab.number << " — " << lab.title << " (" << progress_line(progress, lab.number) << ")\n"
+              << "  read   lessons/" << lab.slug << ".md\n"
+              << "  edit   labs/" << lab.slug << "/\n"
+              << "  grade  ./gpulab grade " << lab.number << "\n";
+    if (p.is_object() && !p.value("first_failure", "").empty()) {
+      std::cout << "  first failing check last time: " << p.value("first_failure", "") << "\n"
+                << "  stuck? ./gpulab hint " << lab.number << "\n";
+    }
+    return 0;
+  }
+  std::cout << "Every available lab is complete where it can run here. The rest of the path is in curriculum.md.\n";
+  return 0;
+}
+
+}  // namespace gpulab::cli

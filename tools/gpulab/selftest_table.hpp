@@ -1,0 +1,37 @@
+/// @file selftest_table.hpp
+/// @brief What selftest's steps share: the table of rows (printed as they come, summarised last,
+/// also written as JSON for scripts), and the checks that the skeleton and the mutants fail.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lab_config.hpp"
+
+namespace gpulab::cli {
+
+/// selftest's rows: step, status (pass, fail, skip) and a detail.
+class Table {
+ public:
+  /// @p json_file: where finish() writes the rows.
+  explicit Table(fs::path json_file) : json_file_(std::move(json_file)) {}
+  void add(const std::string& step, const std::string& status, const std::string& detail);
+  /// Prints the summary and the last line, writes the JSON; the exit code (0: nothing failed).
+  int finish() const;
+
+ private:
+  struct Row {
+    std::string step, status, detail;
+  };
+  fs::path json_file_;
+  std::vector<Row> rows_;
+};
+
+/// nvidia-smi lists a GPU.
+bool gpu_visible();
+
+/// The skeleton and every mutant of @p lab must fail their tests where they can run: natively,
+/// and on the CPU emulator where the native [gpu] cases cannot run here.
+void check_variants_fail(const Paths& paths, const LabConfig& lab, bool gpu, Table& table);
+
+}  // namespace gpulab::cli

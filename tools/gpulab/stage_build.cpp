@@ -1,0 +1,146 @@
+/// @file stage_build.cpp
+/// @brief The sources and build stages: the submission's files, a snapshot of them, compiling the
+/// learner's objects, forbidden library code in them (nm), linking with the tests.
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "build.hpp"
+#include "grade_stages.hpp"
+
+namespace gpulab::cli {
+namespace {
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Builds @p targets; the check carries the compiler's own messages, with the learner's paths.
+Check build_check(GradeContext& ctx, const std::string& what, const std::vector<std::string>& targets) {
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  if (tty) std::cout << "  building " << what << " ..." << std::flush;
+  const auto t0 = std::chrono::steady_clock::now();
+  const BuildResult b = build_targets(ctx.paths, targets);
+  if (tty) std::cout << "\r" << std::string(60, ' ') << "\r" << std::flush;
+  Check c;
+  c.name = what;
+  c.kind = Kind::kBuild;
+  c.status = b.ok ? Status::kPass : Status::kFail;
+  c.seconds = since(t0);
+  if (!b.ok) {
+    std::vector<std::pair<std::string, std::string>> rewrite;
+    if (ctx.sources == Sources::kSubmission) rewrite.emplace_back(ctx.compiled_dir.string(), ctx.source_dir.string());
+    std::istringstream diag(extract_diagnostics(b.output, rewrite));
+    for (std::string line; std::getline(diag, line);) c.details.push_back(line);
+    c.hints.push_back("fix the first error first: later ones often follow from it");
+  }
+  return c;
+}
+
+std::string nm_of(const std::string& object) {
+  ProcessOptions o;
+  o.timeout_s = 60;
+  return run_process({"nm", "-C", object}, o).output;
+}
+
+}  // namespace
+
+std::vector<std::string> forbidden_in_nm(const std::string& nm_output, const ForbiddenSymbols& rules) {
+  // `nm -C` prints "<16 hex digits or spaces> <type> <name>"; type U is a symbol used but defined
+  // elsewhere (a call into a library). Namespaces match any symbol: header-only templates are
+  // instantiated in the object itself.
+  std::set<std::string> found;
+  std::istringstream in(nm_output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() <= 19) continue;
+    const bool undefined = line[17] == 'U';
+    const std::string name = line.substr(19);
+    for (const std::string& pat : rules.called) {
+      if (undefined && name.find(pat) != std::string::npos) found.insert("a call to " + name);
+    }
+    for (const std::string& ns : rules.namespaces) {
+      const std::size_t at = name.find(ns);
+      if (at != std::string::npos && (at == 0 || name[at - 1] == ' ' || name[at - 1] == '<' || name[at - 1] == '(')) {
+        found.insert("code from " + ns + " (" + name.substr(0, 80) + (name.size() > 80 ? "...)" : ")"));
+        break;
+      }
+    }
+  }
+  return {found.begin(), found.end()};
+}
+
+bool stage_sources(GradeContext& ctx, Scorecard& card) {
+  if (ctx.sources != Sources::kSubmission) return true;
+  std::string missing;
+  for (const std::string& f : ctx.lab.sources) {
+    if (!fs::is_regular_file(ctx.source_dir / f)) missing += " " + f;
+  }
+  if (!fs::is_directory(ctx.source_dir) || !missing.empty()) {
+    card.add(Check::failure("submission files", Kind::kBuild,
+                            fs::is_directory(ctx.source_dir) ? "missing:" + missing : ctx.source_dir.string() + " is not a folder",
+                            "a submission folder holds the same file names as labs/" + ctx.lab.slug));
+    return false;
+  }
+  // Snapshot into the build tree; only changed files are rewritten, so an unchanged submission
+  // is not recompiled.
+  for (const std::string& f : ctx.lab.sources) {
+    const std::string text = read_text(ctx.source_dir / f);
+    const fs::path copy = ctx.compiled_dir / f;
+    if (!fs::exists(copy) || read_text(copy) != text) write_text(copy, text);
+  }
+  return true;
+}
+
+bool stage_build(GradeContext& ctx, Scorecard& card) {
+  if (ctx.lab.build.variant(ctx.variant) == nullptr) {
+    card.add(Check::failure("sources", Kind::kBuild, "labs/" + ctx.lab.slug + " is missing files, so the build left this lab's learner targets out",
+                            "restore the folder with `git checkout labs/" + ctx.lab.slug + "` (or, instructors, `./gpulab sync`)"));
+    return false;
+  }
+  // The learner's objects first: a forbidden library call is then reported as such, not as the
+  // link error it may also cause.
+  Check compiled = build_check(ctx, "compile", ctx.build().compile);
+  card.add(compiled);
+  if (compiled.status == Status::kFail) return false;
+  const ForbiddenSymbols& rules = ctx.lab.forbidden;
+  if (!ctx.graded_is_reference() && (!rules.called.empty() || !rules.namespaces.empty())) {
+    std::vector<std::string> hits;
+    for (const std::string& obj : ctx.build().objects) {
+      for (const std::string& h : forbidden_in_nm(nm_of(obj), rules)) hits.push_back(h);
+    }
+    Check c;
+    c.name = "no forbidden library calls";
+    c.kind = Kind::kStructure;
+    c.status = hits.empty() ? Status::kPass : Status::kFail;
+    for (const auto& h : hits) {
+      if (c.details.size() < 5) c.details.push_back("your code contains " + h);
+    }
+    if (!hits.empty()) c.hints.push_back(rules.why);
+    card.add(c);
+  }
+  // The reference too: its executable lists the cases and is the performance yardstick.
+  std::vector<std::string> link = {ctx.build().target};
+  if (!ctx.graded_is_reference()) link.push_back(ctx.reference().target);
+  Check linked = build_check(ctx, "link with the tests", link);
+  card.add(linked);
+  if (linked.status == Status::kFail) return false;
+  // Without a GPU, the [gpu] cases run on the CPU emulator instead (emulation.hpp).
+  ctx.gpu_missing = device_missing(ctx.reference().exe);
+  const std::string emu = "emu_" + ctx.variant;
+  if (!ctx.gpu_missing.empty() && ctx.lab.build.variant(emu) != nullptr) {
+    const BuildResult b = build_targets(ctx.paths, {ctx.lab.build.variant(emu)->target});
+    if (b.ok) {
+      ctx.emulator = emu;
+    } else {
+      std::istringstream diag(extract_diagnostics(b.output));
+      std::getline(diag, ctx.emulator_problem);
+      ctx.emulator_problem = "the emulator's build of your code failed: " + ctx.emulator_problem;
+    }
+  }
+  return true;
+}
+
+}  // namespace gpulab::cli

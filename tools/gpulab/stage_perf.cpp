@@ -1,0 +1,189 @@
+/// @file stage_perf.cpp
+/// @brief The performance stage: [perf] cases only measure and record; here learner and
+/// reference alternate round by round until the verdict rules (verdict.hpp) decide.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "grade_stages.hpp"
+#include "gpulab/stats.hpp"
+
+namespace gpulab::cli {
+namespace {
+
+std::string fixed(double v, int digits) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+/// A measured figure with three significant digits (3970, 39.7, 3.97, 0.397).
+std::string figure(double v) {
+  const double a = std::fabs(v);
+  return fixed(v, a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3);
+}
+
+/// "yours = 61 % of this GPU's measured fp32 FMA peak (…)", from the peaks a record carries.
+std::string peak_line(const nlohmann::json& data, double value, const std::string& who) {
+  const std::string unit = data.value("unit", "");
+  const bool flops = unit.find("FLOP/s") != std::string::npos;
+  const double peak = flops ? data.value("peak_gflops", 0.0) : unit.find("B/s") != std::string::npos ? data.value("peak_gbs", 0.0) : 0.0;
+  if (peak <= 0.0 || value <= 0.0) return "";
+  char b[240];
+  std::snprintf(b, sizeof b, "%s = %.0f %% of this GPU's measured %s (%.0f %s, measured %s)", who.c_str(), 100.0 * value / peak,
+                flops ? "fp32 FMA peak" : "copy bandwidth", peak, flops ? "GFLOP/s" : "GB/s",
+                data.value("peaks_measured_at", std::string("?")).c_str());
+  return b;
+}
+
+/// The GPU's attributes and the compiler's report describe the same binary: say so when they
+/// disagree (e.g. the driver compiled PTX for a newer GPU than the build targeted).
+void register_mismatches(const nlohmann::json& kernels, const std::vector<KernelResources>& ptxas, std::vector<std::string>& lines) {
+  for (const auto& k : kernels) {
+    if (!k.is_object()) continue;
+    for (const KernelResources& r : ptxas) {
+      if (r.name != k.value("name", std::string()) || r.registers == k.value("registers", -1)) continue;
+      lines.push_back("note: the GPU reports " + std::to_string(k.value("registers", -1)) + " registers for " + r.name + ", ptxas " +
+                      std::to_string(r.registers) + " for " + r.arch + ": the GPU runs code compiled for another architecture (rebuild for this GPU)");
+    }
+  }
+}
+
+Check not_run_check(const std::string& name, const std::string& why) {
+  Check c = Check::failure(name, Kind::kPerformance, "needs a GPU" + (why.empty() ? std::string() : ": " + why));
+  c.where = Where::kGpu;
+  c.status = Status::kNotRun;
+  return c;
+}
+
+/// One performance case: rounds until decided; the check it makes.
+Check measure_case(GradeContext& ctx, const CaseInfo& c) {
+  Check check;
+  check.name = c.name + (ctx.perf_width() > 0 ? " (W=" + std::to_string(ctx.perf_width()) + ")" : "");
+  check.kind = Kind::kPerformance;
+  check.where = where_from_string(c.where);
+  VerdictRules rules;
+  rules.min_rounds = std::max(1, ctx.options.rounds);
+  rules.max_rounds = std::max(rules.min_rounds, ctx.options.max_rounds);
+  rules.time_cap_s = ctx.options.perf_time_cap_s;
+  PerfSamples learner, reference;
+  std::string metric;
+  const PerfSpec* spec = nullptr;
+  Verdict verdict;
+  const auto start = std::chrono::steady_clock::now();
+  for (bool decided = false; !decided;) {
+    for (const bool mine : {true, false}) {
+      if (!mine && ctx.graded_is_reference()) continue;
+      RunSpec run{mine ? ctx.build().exe : ctx.reference().exe, c.name, ctx.perf_width(), 600.0, ctx.seed, ctx.log_dir, ctx.next_stem(), {}};
+      const CaseRun r = run_case(run);
+      check.seconds += r.process.seconds;
+      if (r.process.exited(77)) return not_run_check(check.name, r.skip_reason.empty() ? ctx.gpu_missing : r.skip_reason);
+      if (!r.process.exited(0)) {
+        const Check why = judge_case(c, r, ctx.lab, 600.0);
+        check.details.push_back(std::string(mine ? "learner" : "reference") + " run " + r.process.describe() +
+                                (why.details.empty() ? std::string() : ": " + why.details.front()));
+        return check;
+      }
+      metric = add_perf_records(r.records, mine ? "learner" : "reference", mine ? learner : reference, check.data);
+    }
+    if (learner.fraction.empty() || metric.empty()) {
+      check.details.push_back("no measurement recorded");
+      return check;
+    }
+    const auto it = ctx.lab.performance.find(metric);
+    if (it == ctx.lab.performance.end()) {
+      check.details.push_back("tests/" + ctx.lab.slug + "/lab.json has no \"performance\" entry for metric \"" + metric + "\"");
+      return check;
+    }
+    spec = &it->second;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    verdict = ctx.graded_is_reference() ? decide(learner.fraction, {}, spec->reference_min_fraction_of_baseline, elapsed, rules)
+                                        : decide(learner.fraction, reference.fraction, spec->min_fraction_of_reference, elapsed, rules);
+    decided = verdict.decided;
+  }
+  check.data["metric"] = metric;
+  describe_performance(check, learner, reference, ctx.graded_is_reference(), *spec, verdict, rules, ctx.ptxas);
+  return check;
+}
+
+}  // namespace
+
+std::string add_perf_records(const std::vector<nlohmann::json>& records, const std::string& side, PerfSamples& samples,
+                             nlohmann::json& data) {
+  std::string metric;
+  for (const auto& rec : records) {
+    // One figure per run: in a distributed case every rank records the same one.
+    if (rec.value("kind", "") != "performance" || rec.value("rank", 0) != 0) continue;
+    metric = rec.value("metric", "");
+    samples.fraction.push_back(rec.value("fraction_of_baseline", 0.0));
+    samples.value.push_back(rec.value("value", 0.0));
+    samples.baseline.push_back(rec.value("baseline", 0.0));
+    for (const char* key : {"note", "timing", "unit", "baseline_name", "flops_per_byte", "peak_gflops", "peak_gbs", "peaks_measured_at"}) {
+      if (rec.contains(key)) data[key] = rec[key];
+    }
+    if (!rec.value("slowdowns", "").empty()) {
+      for (const char* key : {"slowdowns", "sm_clock_mhz", "temperature_c"}) data[key] = rec.value(key, nlohmann::json());
+    }
+    if (rec.contains("rungs")) data[side + "_rungs"] = rec["rungs"];
+    if (rec.contains("kernels")) data[side + "_kernels"] = rec["kernels"];
+  }
+  return metric;
+}
+
+void describe_performance(Check& check, const PerfSamples& learner, const PerfSamples& reference, bool graded_is_reference,
+                          const PerfSpec& spec, const Verdict& verdict, const VerdictRules& rules,
+                          const std::vector<KernelResources>& ptxas) {
+  nlohmann::json& d = check.data;
+  const std::string unit = d.value("unit", ""), base_name = d.value("baseline_name", "baseline");
+  const PerfSamples& ref = graded_is_reference ? learner : reference;
+  const double mine = median(learner.fraction), theirs = median(ref.fraction), threshold =
+      graded_is_reference ? spec.reference_min_fraction_of_baseline : spec.min_fraction_of_reference;
+  d.update({{"threshold", threshold}, {"variant", graded_is_reference ? "ref" : "learner"}, {"learner_fraction", mine},
+            {"reference_fraction", theirs}, {"learner_value", median(learner.value)}, {"reference_value", median(ref.value)},
+            {"baseline_value", median(learner.baseline)}, {"rounds", learner.fraction.size()}});
+  const std::string base = base_name + " " + figure(median(learner.baseline)) + " " + unit;
+  if (graded_is_reference) {
+    check.details.push_back("reference " + figure(median(learner.value)) + " " + unit + " = " + fixed(100 * mine, 1) + " % of " + base +
+                            (threshold > 0 ? "; target ≥ " + fixed(100 * threshold, 0) + " %" : " (no absolute target: recorded in BENCHMARKS.md)"));
+  } else {
+    const double rel = theirs > 0 ? mine / theirs : 0.0;
+    check.details.push_back("yours " + figure(median(learner.value)) + " " + unit + " (" + fixed(100 * mine, 1) + " % of " + base + ")");
+    check.details.push_back("reference " + figure(median(reference.value)) + " " + unit + " (" + fixed(100 * theirs, 1) + " %);  yours = " +
+                            fixed(100 * rel, 1) + " % of it, need ≥ " + fixed(100 * threshold, 0) + " %");
+    d["fraction_of_reference"] = rel;
+  }
+  const std::string who = graded_is_reference ? "reference" : "yours";
+  if (const std::string peak = peak_line(d, median(learner.value), who); !peak.empty()) check.details.push_back(peak);
+  if (d.contains("note")) check.details.push_back(d["note"].get<std::string>() + " (last run)");
+  if (d.contains("learner_kernels")) {
+    describe_launched_kernels(d["learner_kernels"], graded_is_reference ? nlohmann::json() : d.value("reference_kernels", nlohmann::json()),
+                              who, check.details, check.hints);
+    register_mismatches(d["learner_kernels"], ptxas, check.details);
+  }
+  if (d.contains("slowdowns")) {
+    check.details.push_back("warning: the GPU was slowing down (" + d["slowdowns"].get<std::string>() + ", SM clock " +
+                            d.value("sm_clock_mhz", nlohmann::json(0)).dump() + " MHz, " + d.value("temperature_c", nlohmann::json(0)).dump() +
+                            " °C): the figures may be low; let it cool and grade again");
+  }
+  check.details.push_back("medians of alternating runs (" + describe_rules(rules) + ")" +
+                          (d.contains("timing") ? "; each run: " + d["timing"].get<std::string>() : std::string()) + ": " + verdict.note);
+  d["verdict_note"] = verdict.note;
+  check.status = verdict.pass ? Status::kPass : Status::kFail;
+  if (!verdict.pass && !spec.hint.empty()) check.hints.push_back(spec.hint);
+}
+
+bool stage_performance(GradeContext& ctx, Scorecard& card) {
+  for (const CaseInfo& c : ctx.cases) {
+    if (!c.perf()) continue;
+    if (c.where == "gpu" && !ctx.gpu_missing.empty()) {
+      card.add(not_run_check(c.name, ctx.gpu_missing));
+      continue;
+    }
+    Check check = measure_case(ctx, c);
+    if (!ctx.graded_is_reference()) mark_stretch(c, check);
+    card.add(check);
+  }
+  return true;
+}
+
+}  // namespace gpulab::cli
