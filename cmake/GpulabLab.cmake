@@ -331,6 +331,8 @@ function(gpulab_add_lab slug)
   foreach(f IN LISTS GPULAB_LAB_SOURCES)
     if(NOT EXISTS "${lab_dir}/${f}")
       set(GPULAB_LAB_HAS_LEARNER_FILES OFF)
+      # Configure again once it exists (after `./gpulab sync`): a missing dependency is stale.
+      set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${lab_dir}/${f}")
       message(WARNING "gpulab: labs/${slug}/${f} is missing: restore it with `git checkout labs/` "
                       "or write it with `./gpulab sync`. Lab ${num} cannot be graded until then.")
     elseif(NOT EXISTS "${sub_dir}/${f}")
@@ -374,6 +376,12 @@ function(gpulab_add_lab slug)
   gpulab_warnings(lab${num}_tests STRICT)
   _gpulab_variant_set(${num} ${slug} "" lab${num}_interface lab${num}_tests ${ARG_MAIN} "${region_files}")
 
+  # What the grader must find unchanged after every learner process (its own build).
+  set(grader_files "\"$<TARGET_FILE:lab${num}_ref>\",\"$<JOIN:$<TARGET_OBJECTS:lab${num}_tests>,\",\">\",\"$<TARGET_FILE:gpulab_host>\"")
+  if(TARGET gpulab)
+    string(APPEND grader_files ",\"$<TARGET_FILE:gpulab>\"")
+  endif()
+  string(APPEND head ",\"grader_files\":[${grader_files}]")
   # CTest: one entry per reference test case; the listing is kept for the CLI.
   gpulab_register_tests(lab${num}_ref lab${num} ${timeout} MPI_RANKS ${mpi_ranks} PERF_RANKS ${perf_ranks}
                         CASES_FILE "${GPULAB_LABINFO_DIR}/${num}-cases.txt")

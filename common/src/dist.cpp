@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "dist_internal.hpp"
+#include "gpulab/report.hpp"
 
 namespace gpulab::dist {
 
@@ -87,7 +88,41 @@ Communicator::Communicator(Backend backend, MPI_Comm comm) : comm_(comm), backen
   reset_traffic();
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  // A destructor cannot fail the case: it records the finding, which the grader reads.
+  if (const std::string left = outstanding_requests(); !left.empty()) {
+    report::record({{"kind", "correctness"}, {"check", "requests waited for"}, {"ok", false}, {"summary", left},
+                    {"hint", "wait() for every isend and irecv you start, sends included"}});
+  }
+}
+
+Request Communicator::isend(const float* buffer, std::size_t count, int dest) {
+  Request r = post_send(buffer, count, dest);
+  r.is_send = true;
+  ++sends_posted_;
+  return r;
+}
+
+Request Communicator::irecv(float* buffer, std::size_t count, int source) {
+  Request r = post_recv(buffer, count, source);
+  r.is_send = false;
+  ++recvs_posted_;
+  return r;
+}
+
+void Communicator::wait(Request& request) {
+  if (!request.pending) return;
+  const bool send = request.is_send;
+  complete(request);
+  ++(send ? sends_waited_ : recvs_waited_);
+}
+
+std::string Communicator::outstanding_requests() const {
+  std::string left;
+  if (sends_outstanding() > 0) left = std::to_string(sends_outstanding()) + " isend request(s)";
+  if (recvs_outstanding() > 0) left += (left.empty() ? "" : " and ") + std::to_string(recvs_outstanding()) + " irecv request(s)";
+  return left.empty() ? left : left + " on rank " + std::to_string(rank_) + " were never waited for";
+}
 
 void Communicator::reset_traffic() {
   traffic_.bytes_to.assign(static_cast<std::size_t>(size_), 0);
@@ -142,7 +177,7 @@ class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(MPI_Comm comm) : Communicator(Backend::kMpi, comm) {}
 
-  Request isend(const float* buffer, std::size_t count, int dest) override {
+  Request post_send(const float* buffer, std::size_t count, int dest) override {
     check_peer(dest, "isend");
     Request r;
     MPI_CHECK(MPI_Isend(buffer, as_int_count(count), MPI_FLOAT, dest, 0, comm_, &r.mpi));
@@ -151,7 +186,7 @@ class MpiCommunicator final : public Communicator {
     return r;
   }
 
-  Request irecv(float* buffer, std::size_t count, int source) override {
+  Request post_recv(float* buffer, std::size_t count, int source) override {
     check_peer(source, "irecv");
     Request r;
     MPI_CHECK(MPI_Irecv(buffer, as_int_count(count), MPI_FLOAT, source, 0, comm_, &r.mpi));
@@ -159,8 +194,7 @@ class MpiCommunicator final : public Communicator {
     return r;
   }
 
-  void wait(Request& request) override {
-    if (!request.pending) return;
+  void complete(Request& request) override {
     MPI_Status status;
     MPI_CHECK(MPI_Wait(&request.mpi, &status));
     request.pending = false;

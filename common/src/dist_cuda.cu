@@ -114,7 +114,7 @@ class StagingCommunicator final : public DeviceCommunicator {
  public:
   explicit StagingCommunicator(MPI_Comm comm) : DeviceCommunicator(Backend::kMpiStaging, comm) {}
 
-  Request isend(const float* buffer, std::size_t count, int dest) override {
+  Request post_send(const float* buffer, std::size_t count, int dest) override {
     check_peer(dest, "isend");
     Request r;
     r.backend_slot = next_slot_++;
@@ -127,7 +127,7 @@ class StagingCommunicator final : public DeviceCommunicator {
     return r;
   }
 
-  Request irecv(float* buffer, std::size_t count, int source) override {
+  Request post_recv(float* buffer, std::size_t count, int source) override {
     check_peer(source, "irecv");
     Request r;
     r.backend_slot = next_slot_++;
@@ -142,7 +142,7 @@ class StagingCommunicator final : public DeviceCommunicator {
     return r;
   }
 
-  void wait(Request& request) override {
+  void complete(Request& request) override {
     if (!request.pending) return;
     MPI_CHECK(MPI_Wait(&request.mpi, MPI_STATUS_IGNORE));
     request.pending = false;
@@ -179,7 +179,7 @@ class IpcCommunicator final : public DeviceCommunicator {
     for (auto& [key, ptr] : opened_) cudaIpcCloseMemHandle(ptr);
   }
 
-  Request isend(const float* buffer, std::size_t count, int dest) override {
+  Request post_send(const float* buffer, std::size_t count, int dest) override {
     check_peer(dest, "isend");
     Slot slot;
     slot.send = true;
@@ -197,7 +197,7 @@ class IpcCommunicator final : public DeviceCommunicator {
     return r;
   }
 
-  Request irecv(float* buffer, std::size_t count, int source) override {
+  Request post_recv(float* buffer, std::size_t count, int source) override {
     check_peer(source, "irecv");
     Slot slot;
     slot.peer = source;
@@ -226,7 +226,7 @@ class IpcCommunicator final : public DeviceCommunicator {
     return r;
   }
 
-  void wait(Request& request) override {
+  void complete(Request& request) override {
     if (!request.pending) return;
     auto it = slots_.find(request.backend_slot);
     if (it == slots_.end()) throw std::logic_error("cuda-ipc: unknown request");
@@ -336,16 +336,16 @@ class NcclCommunicator final : public DeviceCommunicator {
   }
   ~NcclCommunicator() override { ncclCommDestroy(nccl_); }
 
-  Request isend(const float* buffer, std::size_t count, int dest) override {
+  Request post_send(const float* buffer, std::size_t count, int dest) override {
     check_peer(dest, "isend");
     count_send(dest, count);
     return queue({true, dest, const_cast<float*>(buffer), count});
   }
-  Request irecv(float* buffer, std::size_t count, int source) override {
+  Request post_recv(float* buffer, std::size_t count, int source) override {
     check_peer(source, "irecv");
     return queue({false, source, buffer, count});
   }
-  void wait(Request& request) override {
+  void complete(Request& request) override {
     if (!request.pending) return;
     if (request.backend_slot >= flushed_) flush();
     request.pending = false;

@@ -88,7 +88,9 @@ TEST_CASE("launch_config_1d caps the grid", "[cpu][01.1]") {
     std::uint32_t want;
   };
   const Row rows[] = {{1'000'000, 7, 7}, {1'000'000, 1, 1}, {huge, huge, 2147483647u},
-                      {huge, 1000, 1000}, {1LL << 45, 1LL << 40, 2147483647u}};
+                      {huge, 1000, 1000}, {1LL << 45, 1LL << 40, 2147483647u},
+                      {lab01::kMaxGridX * 256, huge, 2147483647u},  // exactly the largest grid
+                      {lab01::kMaxGridX * 256 - 1, huge, 2147483647u}, {huge - 255, huge, 2147483647u}};
   for (const Row& r : rows) {
     lab01::Launch1D got{};
     std::string error;
@@ -112,7 +114,8 @@ TEST_CASE("launch_config_1d rejects bad arguments", "[cpu][01.1]") {
     std::int64_t max_blocks;
   };
   const Row rows[] = {{-1, 256, 10}, {10, 0, 10}, {10, 31, 10}, {10, 33, 10}, {10, 100, 10},
-                      {10, 2048, 10}, {10, -32, 10}, {10, 256, 0}, {10, 256, -5}};
+                      {10, 2048, 10}, {10, 1056, 10}, {10, -32, 10}, {10, 256, 0}, {10, 256, -5},
+                      {std::numeric_limits<std::int64_t>::min(), 256, 10}};
   for (const Row& r : rows) {
     bool threw = false;
     try {
@@ -139,6 +142,10 @@ TEST_CASE("launch_config_2d covers the image", "[cpu][01.2]") {
       {32, 8, dim3(32, 8), dim3(1, 1, 1)},         {1920, 1080, dim3(32, 8), dim3(60, 135, 1)},
       {1, 70000, dim3(32, 8), dim3(1, 8750, 1)},   {4099, 2, dim3(16, 16), dim3(257, 1, 1)},
       {0, 5, dim3(32, 8), dim3(0, 1, 1)},          {7, 3, dim3(1, 1), dim3(7, 3, 1)},
+      // the limits themselves are allowed (an off-by-one there rejects them)
+      {4, 65535LL * 8, dim3(32, 8), dim3(1, 65535, 1)},
+      {lab01::kMaxGridX * 32, 1, dim3(32, 1), dim3(2147483647u, 1, 1)},
+      {100, 100, dim3(8, 8, 4), dim3(13, 13, 1)},  // a 3D block of 256 threads: the grid stays 2D
   };
   for (const Row& r : rows) {
     const lab01::Launch2D got = lab01::launch_config_2d(r.w, r.h, r.threads);
@@ -161,7 +168,11 @@ TEST_CASE("launch_config_2d rejects what a grid cannot hold", "[cpu][01.2]") {
                       {4, -1, dim3(32, 8), "negative height"},
                       {4, 4, dim3(64, 32), "2048 threads per block"},
                       {4, 4, dim3(0, 8), "a block of 0 threads"},
-                      {4, 65535LL * 8 + 1, dim3(32, 8), "65536 blocks in y"}};
+                      {4, 65535LL * 8 + 1, dim3(32, 8), "65536 blocks in y"},
+                      {4, 4, dim3(16, 16, 8), "2048 threads per block counting z"},
+                      {4, 4, dim3(32, 8, 0), "a block with z = 0"},
+                      {lab01::kMaxGridX * 32 + 1, 1, dim3(32, 1), "2^31 blocks in x"},
+                      {std::numeric_limits<std::int64_t>::max(), 1, dim3(32, 1), "a width whose rounding up overflows"}};
   for (const Row& r : rows) {
     bool threw = false;
     try {

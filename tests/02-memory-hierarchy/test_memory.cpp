@@ -64,6 +64,13 @@ TEST_CASE("bank_conflict_ways counts distinct words per bank", "[cpu][02.1]") {
       {"two words in bank 0 and broadcasts", lanes([](std::uint32_t l) { return l < 16 ? 0u : 32u; }), 2},
       {"stride 3 with an offset", lanes([](std::uint32_t l) { return 3 * l + 100; }), 1},
       {"stride 16", lanes([](std::uint32_t l) { return 16 * l; }), 16},
+      // duplicates that are not neighbours: two words of bank 0, alternating lane by lane
+      {"two words of one bank alternating", lanes([](std::uint32_t l) { return l % 2 ? 32u : 0u; }), 2},
+      {"four words of one bank, each read by 8 lanes", lanes([](std::uint32_t l) { return 32u * (l % 4); }), 4},
+      // words at the top of the 32-bit range (no table indexed by word, no overflow in 4 · word)
+      {"consecutive words near 2^32", lanes([](std::uint32_t l) { return 0xFFFFFFE0u + l; }), 1},
+      {"stride 32 near 2^32", lanes([](std::uint32_t l) { return 0xFFFFFFFFu - 32u * l; }), 32},
+      {"the last lane alone on a busy bank", lanes([](std::uint32_t l) { return l == 31 ? 64u : (l < 16 ? 0u : 32u); }), 3},
   };
   for (const Row& r : rows) {
     const int got = lab02::bank_conflict_ways(r.words);

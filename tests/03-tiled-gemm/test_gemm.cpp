@@ -139,6 +139,10 @@ TEST_CASE("plan_tiles counts tiles and waves and the tile intensity", "[cpu][03.
       {"rectangular tiles (v4)", 4096, 4096, 4096, 64, 64, 132 * 4, 4096, 8, 4096.0 / 528 - 7, 64.0 * 64 / (2.0 * 128)},
       {"a skinny product", 64, 64, 100000, 128, 128, 132, 1, 1, 1.0 / 132, 32.0},
       {"one tile per slot plus one", 129, 128, 8, 128, 128, 1, 2, 2, 1.0, 32.0},
+      // extreme sizes: M + bm - 1 overflows an int, and tiles do not fit in one
+      {"M = 2^31 - 1 (rounding up must not overflow)", 2147483647, 1, 1, 128, 128, 132, 16777216, 127101, 16.0 / 132, 32.0},
+      {"more than 2^31 tiles", 262144, 262144, 8, 2, 2, 1000, 17179869184LL, 17179870, 184.0 / 1000, 0.5},
+      {"one block in flight", 3, 3, 3, 1, 1, 1, 9, 9, 1.0, 0.25},
   };
   for (const Row& r : rows) {
     const lab03::TilePlan p = lab03::plan_tiles(r.M, r.N, r.K, r.bm, r.bn, r.resident);

@@ -76,6 +76,14 @@ std::uint64_t sum_over_ranks(std::uint64_t mine) {
 
 std::unique_ptr<Communicator> host_communicator() { return Communicator::create(Backend::kMpi); }
 
+/// Every isend and irecv the learner started has been waited for (erroneous MPI otherwise, even
+/// when the values came out right).
+void check_requests(const Communicator& comm, const std::string& what) {
+  const std::string left = comm.outstanding_requests();
+  check_fact(left.empty(), what + ": every request waited for", left.empty() ? "yes" : left,
+             "wait() for every isend and irecv you start, sends included");
+}
+
 std::string label(std::size_t n, int w) { return "n=" + std::to_string(n) + " W=" + std::to_string(w); }
 
 }  // namespace
@@ -85,7 +93,8 @@ std::string label(std::size_t n, int w) { return "n=" + std::to_string(n) + " W=
 // ---------------------------------------------------------------------------------------------
 
 TEST_CASE("chunk_of splits n into balanced contiguous chunks", "[cpu][07.1]") {
-  for (std::size_t n : {0ul, 1ul, 2ul, 3ul, 7ul, 10ul, 100ul, 65537ul, (1ul << 20) + 3}) {
+  const std::size_t huge = std::numeric_limits<std::size_t>::max();  // n · i overflows: use n / parts
+  for (std::size_t n : {0ul, 1ul, 2ul, 3ul, 7ul, 10ul, 100ul, 65537ul, (1ul << 20) + 3, huge, huge - 1}) {
     for (int parts : {1, 2, 3, 4, 7}) {
       std::size_t expected_offset = 0;
       bool ok = true;
@@ -105,7 +114,7 @@ TEST_CASE("chunk_of splits n into balanced contiguous chunks", "[cpu][07.1]") {
                  "sizes n / parts, plus one for the first n mod parts chunks; each starts where the last ended");
     }
   }
-  for (auto [parts, index] : {std::pair{0, 0}, {3, 3}, {3, -1}, {-2, 0}}) {
+  for (auto [parts, index] : {std::pair{0, 0}, {3, 3}, {3, -1}, {-2, 0}, {1, 1}, {7, 100}}) {
     bool threw = false;
     try {
       lab07::chunk_of(10, parts, index);
@@ -131,6 +140,7 @@ TEST_CASE("ring_reduce_scatter leaves each rank the sum of its chunk", "[cpu][07
     {
       LearnerScope scope;
       lab07::ring_reduce_scatter(*comm, data.data(), n);
+      check_requests(*comm, "ring_reduce_scatter");
     }
     const lab07::Chunk mine = lab07::chunk_of(n, w, (r + 1) % w);
     std::vector<float> want(mine.count, 0.0f);
@@ -171,6 +181,7 @@ TEST_CASE("ring_all_gather gives every rank every chunk", "[cpu][07.2][07.4]") {
     {
       LearnerScope scope;
       lab07::ring_all_gather(*comm, data.data(), n);
+      check_requests(*comm, "ring_all_gather");
     }
     check_result(gpulab::compare_bitwise(data.values(), want), "all-gather " + label(n, w),
                  "at step s rank r forwards chunk (r + 1 − s) mod W and stores chunk (r − s) mod W in place");
@@ -198,6 +209,7 @@ TEST_CASE("ring_allreduce matches the exact sum and the library", "[cpu][07.5]")
       {
         LearnerScope scope;
         lab07::ring_allreduce(*comm, send.data(), out, n);
+        check_requests(*comm, "ring_allreduce");
       }
       const std::vector<float> got(out, out + n);
       // Exact sum in fp64 and the bound for W terms added in any order: (W − 1)·u·Σ|x|.
@@ -236,6 +248,7 @@ TEST_CASE("ring_allreduce is exact on integers and identical on every rank", "[c
     {
       LearnerScope scope;
       lab07::ring_allreduce(*comm, data.data(), data.data(), n);
+      check_requests(*comm, "ring_allreduce");
     }
     std::vector<float> want(n, 0.0f);
     for (int k = 0; k < w; ++k) {
@@ -262,6 +275,7 @@ TEST_CASE("ring_allreduce sends only to the next rank and 2(W-1)n floats in all"
     {
       LearnerScope scope;
       lab07::ring_allreduce(*comm, data.data(), data.data(), n);
+      check_requests(*comm, "ring_allreduce");
     }
     const int next = (r + 1) % w;
     std::string elsewhere;
@@ -331,6 +345,7 @@ TEST_CASE("ring_allreduce bandwidth", "[cpu][perf]") {
   {
     LearnerScope scope;
     lab07::ring_allreduce(*comm, data.data(), ours.data(), n);
+    check_requests(*comm, "ring_allreduce");
   }
   comm->allreduce_sum(data.data(), library.data(), n);
   check_result(gpulab::compare_bitwise(ours, library), "ring_allreduce 64 MiB (verified before timing)");
@@ -381,6 +396,7 @@ TEST_CASE("ring_allreduce on device buffers with each backend", "[gpu][07.5]") {
       {
         LearnerScope scope;
         lab07::ring_allreduce(*comm, data.data(), data.data(), n);
+        check_requests(*comm, "ring_allreduce");
       }
       std::vector<float> want(n, 0.0f);
       for (int k = 0; k < w; ++k) {
@@ -412,6 +428,7 @@ TEST_CASE("ring_allreduce bandwidth on device buffers", "[gpu][perf]") {
   {
     LearnerScope scope;
     lab07::ring_allreduce(*comm, data.data(), ours.data(), n);
+    check_requests(*comm, "ring_allreduce");
   }
   comm->allreduce_sum(data.data(), library.data(), n);
   check_result(gpulab::compare_bitwise(ours.download(), library.download()), "device ring_allreduce 64 MiB (verified before timing)");

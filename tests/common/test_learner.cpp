@@ -43,6 +43,12 @@ TEST_CASE("progress is recorded per lab and summarised", "[cpu]") {
   record_progress(t.paths, r, "05");
   CHECK(progress_line(load_progress(t.paths), "05").find("1 checks need a GPU") != std::string::npos);
   CHECK(load_progress(t.paths)["05"]["emulated_ok"] == 1);
+  // An entry written by anything but the grader (here: by hand) reads as such.
+  nlohmann::json forged = nlohmann::json::parse(t.read(".gpulab/progress.json"));
+  forged["05"]["failed"] = 0;
+  forged["05"]["not_run"] = 0;
+  t.write(".gpulab/progress.json", forged.dump());
+  CHECK(progress_line(load_progress(t.paths), "05") == "not graded yet (its record was changed outside the grader)");
 }
 
 TEST_CASE("hints come one at a time and end at the lesson", "[cpu]") {

@@ -22,12 +22,27 @@ LabConfig a_lab() {
   return lab;
 }
 
-CaseRun a_run(int exit_code, std::vector<json> records = {}, std::string output = "") {
+/// A run that exited with @p exit_code, its records, and (@p complete) the runner's completion
+/// record for @p case_name with this run's token.
+CaseRun a_run(int exit_code, std::vector<json> records = {}, std::string output = "", bool complete = true, const std::string& case_name = "adds") {
   CaseRun r;
+  r.token = "t0k3n";
   r.process.exit_code = exit_code;
   r.process.output = std::move(output);
   r.records = std::move(records);
+  if (complete) {
+    r.records.push_back({{"kind", "completion"}, {"case", case_name}, {"assertions_passed", 12}, {"assertions_failed", exit_code == 1 ? 1 : 0},
+                         {"token", "t0k3n"}});
+  }
   return r;
+}
+
+JudgeContext within(double seconds, const std::string& gpu_missing = "no NVIDIA driver", long reference_assertions = -1) {
+  JudgeContext j;
+  j.timeout_s = seconds;
+  j.gpu_missing = gpu_missing;
+  j.reference_assertions = reference_assertions;
+  return j;
 }
 
 const CaseInfo kCpuCase{"cpu", "adds", "[cpu][05.1]"};
@@ -67,32 +82,74 @@ TEST_CASE("the sanitizer's own report lines are kept and its summary dropped", "
 
 TEST_CASE("a case is judged from its exit and its records", "[cpu]") {
   const LabConfig lab = a_lab();
-  CHECK(judge_case(kCpuCase, a_run(0), lab, 10).status == Status::kPass);
-  const Check failed = judge_case(kCpuCase, a_run(1, {{{"ok", false}, {"summary", "c[3] is 5, want 4"}, {"hint", "look at i"}}}), lab, 10);
+  CHECK(judge_case(kCpuCase, a_run(0), lab, within(10)).status == Status::kPass);
+  const Check failed = judge_case(kCpuCase, a_run(1, {{{"ok", false}, {"summary", "c[3] is 5, want 4"}, {"hint", "look at i"}}}), lab, within(10));
   CHECK(failed.status == Status::kFail);
   CHECK(failed.details == std::vector<std::string>{"c[3] is 5, want 4"});
   CHECK(failed.hints == std::vector<std::string>{"look at i"});
   // A check that could not run records ok: null (never a pass, never a crash of the grader).
-  const Check not_run = judge_case(kGpuCase, a_run(0, {{{"ok", nullptr}, {"not_run", "memory"}, {"summary", "n=2^31: not run here"}}}), lab, 10);
+  const Check not_run =
+      judge_case(kGpuCase, a_run(0, {{{"ok", nullptr}, {"not_run", "memory"}, {"summary", "n=2^31: not run here"}}}, "", true, "kernel adds"), lab, within(10));
   CHECK(not_run.status == Status::kNotRun);
-  CaseRun skipped = a_run(77);
+  CaseRun skipped = a_run(77, {{{"kind", "completion"}, {"case", "kernel adds"}, {"skipped", "no NVIDIA driver"}, {"token", "t0k3n"}}}, "", false);
   skipped.skip_reason = "no NVIDIA driver";
-  CHECK(judge_case(kGpuCase, skipped, lab, 10).details.front() == "needs a GPU: no NVIDIA driver");
+  CHECK(judge_case(kGpuCase, skipped, lab, within(10)).details.front() == "needs a GPU: no NVIDIA driver");
   CaseRun hung = a_run(-1);
   hung.process.timed_out = true;
-  const Check timeout = judge_case(kCpuCase, hung, lab, 12);
+  const Check timeout = judge_case(kCpuCase, hung, lab, within(12));
   CHECK(timeout.details.front() == "did not finish within 12 s; the process was killed");
   CHECK(timeout.hints == std::vector<std::string>{"a loop that never ends"});
   CaseRun crashed = a_run(-1);
   crashed.process.signal = 11;
-  CHECK(judge_case(kCpuCase, crashed, lab, 10).hints == std::vector<std::string>{"it crashed"});
-  const Check thrown = judge_case(kCpuCase, a_run(1, {}, "a.cpp:9: failed: unexpected exception with message:\n  'bad size'\n"), lab, 10);
+  CHECK(judge_case(kCpuCase, crashed, lab, within(10)).hints == std::vector<std::string>{"it crashed"});
+  const Check thrown = judge_case(kCpuCase, a_run(1, {}, "a.cpp:9: failed: unexpected exception with message:\n  'bad size'\n"), lab, within(10));
   CHECK(thrown.details.front().find("unexpected exception") != std::string::npos);
 }
 
 TEST_CASE("the ranks that reported a failure are named", "[cpu]") {
   CaseRun r = a_run(1, {{{"ok", false}, {"summary", "sum wrong"}, {"rank", 1}}, {{"ok", false}, {"summary", "sum wrong"}, {"rank", 2}}});
-  CHECK(judge_case(kCpuCase, r, a_lab(), 10).details == std::vector<std::string>{"ranks 1,2: sum wrong"});
+  CHECK(judge_case(kCpuCase, r, a_lab(), within(10)).details == std::vector<std::string>{"ranks 1,2: sum wrong"});
+}
+
+TEST_CASE("a case counts only from the runner's completion record with this run's token", "[cpu]") {
+  const LabConfig lab = a_lab();
+  // exit 0 and no failure record, but no completion record: an exit() inside the code under test.
+  const Check exited = judge_case(kCpuCase, a_run(0, {}, "", false), lab, within(10));
+  CHECK(exited.status == Status::kFail);
+  CHECK(exited.details.front().rfind("ended before its checks finished (exit 0)", 0) == 0);
+  // A record with another token (left over, or written by anything but this run's runner).
+  CaseRun forged = a_run(0, {{{"kind", "completion"}, {"case", "adds"}, {"assertions_passed", 99}, {"assertions_failed", 0}, {"token", "guess"}}}, "", false);
+  CHECK(judge_case(kCpuCase, forged, lab, within(10)).status == Status::kFail);
+  // Two records for one case on one rank.
+  CaseRun twice = a_run(0);
+  twice.records.push_back(twice.records.back());
+  CHECK(judge_case(kCpuCase, twice, lab, within(10)).details.front().find("more than one completion record") != std::string::npos);
+  // A failure record fails the case even when the process exits 0.
+  CHECK(judge_case(kCpuCase, a_run(0, {{{"ok", false}, {"summary", "wrong"}}}), lab, within(10)).status == Status::kFail);
+  // Every rank must have finished.
+  CaseRun ranks = a_run(0);
+  ranks.ranks = 2;
+  CHECK(judge_case(kCpuCase, ranks, lab, within(10)).details.front().find("1 rank(s) without a completion record") != std::string::npos);
+}
+
+TEST_CASE("exit 77 is no GPU only for a gpu case that the grader also found without one", "[cpu]") {
+  const LabConfig lab = a_lab();
+  CaseRun skip = a_run(77, {{{"kind", "completion"}, {"case", "adds"}, {"skipped", "no device"}, {"token", "t0k3n"}}}, "", false);
+  const Check cpu = judge_case(kCpuCase, skip, lab, within(10));
+  CHECK(cpu.status == Status::kFail);
+  CHECK(cpu.details.front().find("exit 77, which is reserved for \"no GPU\": this case needs none") == 0);
+  CaseRun gpu_skip = a_run(77, {{{"kind", "completion"}, {"case", "kernel adds"}, {"skipped", "no device"}, {"token", "t0k3n"}}}, "", false);
+  CHECK(judge_case(kGpuCase, gpu_skip, lab, within(10, "")).details.front().find("this machine has one") != std::string::npos);
+  CHECK(judge_case(kGpuCase, gpu_skip, lab, within(10)).status == Status::kNotRun);
+  CHECK(judge_case(kGpuCase, a_run(77, {}, "", false), lab, within(10)).status == Status::kFail);  // 77 without the runner's record
+}
+
+TEST_CASE("a pass with fewer assertions than the reference is a case that did not run to its end", "[cpu]") {
+  const LabConfig lab = a_lab();
+  const Check fewer = judge_case(kCpuCase, a_run(0), lab, within(10, "", 560));
+  CHECK(fewer.status == Status::kFail);
+  CHECK(fewer.details.front() == "ran 12 of the reference's 560 checks on this case: the case did not run to its end");
+  CHECK(judge_case(kCpuCase, a_run(0), lab, within(10, "", 12)).status == Status::kPass);
 }
 
 TEST_CASE("emulated runs map to EMU statuses and the emulator's limits to N/A", "[cpu]") {

@@ -6,7 +6,15 @@
 /// cases need a CUDA device and there is none (CTest's SKIP_RETURN_CODE). Without a device, a
 /// selection that mixes [cpu] and [gpu] cases runs the [cpu] ones and returns 77 if they pass.
 /// A filter that matches no case is an error. `--gpulab-list` prints "kind<TAB>name<TAB>tags"
-/// per case and fails if any case has neither or both of [cpu] and [gpu].
+/// per case and fails if any case has neither or both of [cpu] and [gpu]; `--gpulab-probe` exits 0
+/// when a CUDA device can be used, else 77 with the reason.
+///
+/// Evidence of completion: once the Catch2 session has returned, the runner writes one
+/// "completion" record per case (gpulab::report): its name, the assertions Catch2 counted passed
+/// and failed, and GPULAB_RUN_TOKEN (which the grader sets afresh for each process); a [gpu] case
+/// skipped for want of a device gets one with "skipped" and the reason. The grader counts a case
+/// only from that record: a process that exits before it (an exit() in the learner's code, a
+/// crash, a hang) has not passed, whatever its exit code.
 #pragma once
 
 #include <string>

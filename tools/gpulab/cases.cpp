@@ -3,6 +3,8 @@
 #include "cases.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -14,6 +16,15 @@ namespace gpulab::cli {
 namespace {
 
 std::string fixed0(double v) { return std::to_string(static_cast<long long>(v + 0.5)); }
+
+/// A fresh token per run: a completion record carries it back, so that one left over (or written
+/// by anything but this run's test runner) never counts.
+std::string fresh_token() {
+  static std::random_device device;
+  char text[33];
+  std::snprintf(text, sizeof text, "%08x%08x%08x%08x", device(), device(), device(), device());
+  return text;
+}
 
 /// Every rank's output, each line prefixed "[rank r] ", after mpirun's own.
 std::string merged_rank_output(const MpiRun& m) {
@@ -74,6 +85,9 @@ CaseRun run_case(const RunSpec& spec) {
   o.env["GPULAB_SEED"] = std::to_string(spec.seed);
   const std::vector<std::string> command = {spec.exe, spec.case_name, "--reporter", "compact", "--durations", "no"};
   CaseRun run;
+  run.token = fresh_token();
+  run.ranks = spec.ranks;
+  o.env["GPULAB_RUN_TOKEN"] = run.token;
   if (spec.ranks > 0) {
     const MpiRun m = run_mpi(spec.ranks, spec.log_dir / (spec.stem + "-ranks"), command, o);
     run.process = m.process;
@@ -112,7 +126,90 @@ std::vector<std::string> catch_failures(const std::string& output) {
   return lines;
 }
 
-Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, double timeout_s) {
+Completion read_completion(const CaseRun& run, const std::string& case_name) {
+  Completion done;
+  std::map<int, int> per_rank;
+  int skipped = 0;
+  for (const auto& rec : run.records) {
+    if (rec.value("kind", "") != "completion" || rec.value("case", "") != case_name) continue;
+    if (rec.value("token", "") != run.token) continue;  // not this run's: never evidence
+    ++done.records;
+    if (++per_rank[rec.value("rank", 0)] == 2) ++done.duplicates;
+    if (rec.contains("skipped")) {
+      ++skipped;
+      done.skip_reason = rec.value("skipped", "");
+    }
+    done.passed += rec.value("assertions_passed", 0L);
+    done.failed += rec.value("assertions_failed", 0L);
+  }
+  done.skipped = skipped > 0 && skipped == done.records;
+  return done;
+}
+
+namespace {
+
+/// The verdict when the process ended normally (exit 0 or 1) with its evidence in hand.
+void judge_ended(const CaseInfo& c, const CaseRun& run, const JudgeContext& context, const Findings& found, Check& check) {
+  const ProcessResult& p = run.process;
+  const int ranks = std::max(1, run.ranks);
+  const Completion done = read_completion(run, c.name);
+  if (done.duplicates > 0 || done.records > ranks) {
+    check.details.insert(check.details.begin(), "more than one completion record for this case: something other than the test runner wrote them");
+    return;
+  }
+  if (done.records < ranks) {
+    check.details.insert(check.details.begin(), "ended before its checks finished (" + p.describe() +
+                                                    (run.ranks > 0 ? ", " + std::to_string(ranks - done.records) + " rank(s) without a completion record" : "") +
+                                                    "): something in the code under test ended the process");
+    for (const std::string& line : catch_failures(p.output)) {
+      if (check.details.size() < 6) check.details.push_back(line);  // e.g. the sanitizer's "runtime error: ..."
+    }
+    return;
+  }
+  if (!p.exited(0) || done.failed > 0 || !found.failures.empty()) {
+    // failed checks; add Catch2's own message when no record explains it
+    const std::vector<std::string> own = catch_failures(p.output);
+    if (check.details.empty()) check.details = own;
+    for (const std::string& line : own) {
+      if (line.rfind("unexpected exception", 0) == 0 && check.details.size() < 6) check.details.push_back(line);
+    }
+    if (check.details.empty()) check.details.push_back("failed (see the log)");
+    return;
+  }
+  if (!found.not_run.empty()) {
+    check.status = Status::kNotRun;
+    check.details = found.not_run;
+    return;
+  }
+  if (context.reference_assertions > 0 && done.passed < context.reference_assertions) {
+    check.details = {"ran " + std::to_string(done.passed) + " of the reference's " + std::to_string(context.reference_assertions) +
+                     " checks on this case: the case did not run to its end"};
+    check.data["fewer_assertions"] = true;
+    return;
+  }
+  check.status = Status::kPass;
+  check.details = found.info;  // what a test reports for the learner's information, shown on a pass too
+  check.data["assertions"] = done.passed;
+}
+
+/// Exit 77: "no GPU" only for a [gpu] case, on a machine the grader found without one, with the
+/// runner's own record of the skip.
+void judge_skip(const CaseInfo& c, const CaseRun& run, const JudgeContext& context, Check& check) {
+  const Completion done = read_completion(run, c.name);
+  if (c.where == "gpu" && !context.gpu_missing.empty() && done.skipped && done.records >= std::max(1, run.ranks)) {
+    check.status = Status::kNotRun;
+    check.details = {"needs a GPU: " + (run.skip_reason.empty() ? context.gpu_missing : run.skip_reason)};
+    return;
+  }
+  check.details.insert(check.details.begin(),
+                       "exit 77, which is reserved for \"no GPU\"" +
+                           std::string(c.where != "gpu" ? ": this case needs none" : context.gpu_missing.empty() ? ": this machine has one" : "") +
+                           " (something in the code under test ended the process)");
+}
+
+}  // namespace
+
+Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, const JudgeContext& context) {
   Check check;
   check.name = c.name;
   check.kind = Kind::kCorrectness;
@@ -122,34 +219,25 @@ Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, do
   const Findings found = read_records(run.records);
   std::set<std::string> hints = found.hints;
   check.details = failure_lines(found);
-  if (p.exited(0) && run.problems.empty()) {
-    check.status = found.not_run.empty() ? Status::kPass : Status::kNotRun;
-    check.details = found.not_run;
-    // What a test reports for the learner's information (e.g. a sweep), shown on a pass too.
-    check.details.insert(check.details.end(), found.info.begin(), found.info.end());
-  } else if (p.exited(77)) {
-    check.status = Status::kNotRun;
-    check.details = {"needs a GPU: " + (run.skip_reason.empty() ? std::string("no CUDA device") : run.skip_reason)};
-  } else if (!run.problems.empty()) {
+  if (!run.problems.empty()) {
     check.details.insert(check.details.begin(), run.problems.begin(), run.problems.end());
     hints.insert(p.timed_out ? lab.timeout_hint : lab.crash_hint);
   } else if (p.timed_out) {
-    check.details.insert(check.details.begin(), "did not finish within " + fixed0(timeout_s) + " s; the process was killed");
+    check.details.insert(check.details.begin(), "did not finish within " + fixed0(context.timeout_s) + " s; the process was killed");
     hints.insert(lab.timeout_hint);
+  } else if (p.exited(77)) {
+    judge_skip(c, run, context, check);
   } else if (p.signal != 0 || (p.exit_code != 1 && p.exit_code != 0)) {
     check.details.insert(check.details.begin(), "the test process " + p.describe());
     hints.insert(lab.crash_hint);
   } else {
-    // exit 1: failed checks; add Catch2's own message when no record explains it
-    const std::vector<std::string> own = catch_failures(p.output);
-    if (check.details.empty()) check.details = own;
-    for (const std::string& line : own) {
-      if (line.rfind("unexpected exception", 0) == 0 && check.details.size() < 6) check.details.push_back(line);
-    }
-    if (check.details.empty()) check.details.push_back("failed (see the log)");
+    judge_ended(c, run, context, found, check);
   }
+  if (p.timed_out) check.data["hung"] = true;
+  if (check.status != Status::kFail) hints.clear();
   check.hints.assign(hints.begin(), hints.end());
-  check.data = {{"process", p.describe()}, {"records", run.records}};
+  check.data["process"] = p.describe();
+  check.data["records"] = run.records;
   return check;
 }
 

@@ -19,6 +19,8 @@ namespace gpulab::cli {
 /// What one run of a case left: the process, its records (every rank's), launcher findings.
 struct CaseRun {
   ProcessResult process;
+  std::string token;                  ///< the GPULAB_RUN_TOKEN this run was given
+  int ranks = 0;                      ///< > 0: ran under mpirun on this many ranks
   std::vector<nlohmann::json> records;
   std::string skip_reason;            ///< "no NVIDIA driver ..." when the test main skipped [gpu] cases
   std::vector<std::string> problems;  ///< launcher findings: a killed rank, an abort, leftovers
@@ -39,9 +41,29 @@ struct RunSpec {
 /// Runs it; writes <stem>.log (all output) and reads <stem>.jsonl (records) in the log folder.
 CaseRun run_case(const RunSpec& spec);
 
-/// The verdict on a correctness case from a run: pass, fail (with the failures' own words and
-/// the lab's hints for a hang or a crash), or not run (needs a GPU).
-Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, double timeout_s);
+/// What a verdict is measured against, besides the run itself.
+struct JudgeContext {
+  double timeout_s = 120.0;         ///< the limit the run had
+  std::string gpu_missing;          ///< the grader's own device probe: "" when a GPU is there
+  long reference_assertions = -1;   ///< the reference's assertions on this case (all ranks); -1: unknown
+};
+
+/// What the completion records of a run say (see tests/support/catch_runner.hpp).
+struct Completion {
+  int records = 0;               ///< completion records for the case with the run's token, all ranks
+  int duplicates = 0;            ///< ranks with more than one
+  long passed = 0, failed = 0;   ///< assertions, summed over ranks
+  bool skipped = false;          ///< every rank skipped it (no device)
+  std::string skip_reason;
+};
+Completion read_completion(const CaseRun& run, const std::string& case_name);
+
+/// The verdict on a correctness case from a run: pass only with a completion record on every rank
+/// and no failure; otherwise fail with the failures' own words and the lab's hints for a hang or
+/// a crash ("ended before its checks finished" when the record is missing, "exit 77 is reserved"
+/// when 77 does not mean a [gpu] case on a machine the grader found without a GPU, "ran 3 of the
+/// reference's 560 checks" when a pass made fewer assertions than the reference); or not run.
+Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, const JudgeContext& context);
 
 /// Catch2's own words for failures (assertion text, exception message) in a test's output.
 std::vector<std::string> catch_failures(const std::string& output);

@@ -24,8 +24,8 @@ namespace gpulab::cli {
 /// Whether the emulator can say anything about case @p c (a [gpu] case that is not timed).
 bool emulable(const CaseInfo& c);
 
-/// Runs @p c on the emulated executable @p exe in both thread orders and judges it.
-Check emulate_case(const CaseInfo& c, const std::string& exe, const LabConfig& lab, RunSpec spec);
+/// Runs @p c on the emulated executable @p exe in both thread orders and judges each run.
+Check emulate_case(const CaseInfo& c, const std::string& exe, const LabConfig& lab, RunSpec spec, const JudgeContext& judge);
 
 /// The EMU status for what judge_case said of one emulated run.
 Status emulated_status(const Check& judged);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <utility>
 #include <string>
 #include <vector>
@@ -14,7 +15,9 @@
 #include "diagnose.hpp"
 #include "files.hpp"
 #include "grade.hpp"
+#include "integrity.hpp"
 #include "lab_config.hpp"
+#include "reference_profile.hpp"
 #include "verdict.hpp"
 
 namespace gpulab::cli {
@@ -39,6 +42,10 @@ struct GradeContext {
   std::string emulator;               ///< without a GPU: the emulated variant ("emu_lab"), "" if none
   std::string emulator_problem;       ///< why the emulated build could not be made
   std::vector<KernelResources> ptxas; ///< the learner's kernels, from the diagnosis stage
+  ReferenceProfile profile;           ///< the reference's assertions and times per case (native)
+  ReferenceProfile emu_profile;       ///< the same on the emulator
+  std::set<int> hung_widths;          ///< widths W at which a case hung (later cases there are not run)
+  TreeGuard guard;                    ///< the grader's files, checked after every learner process
   TreeHashes before_labs, before_solutions, before_submission;
   int next_log = 0;                   ///< numbers the case logs
 
@@ -50,6 +57,8 @@ struct GradeContext {
   std::vector<int> widths() const;
   int perf_width() const;
   std::string next_stem() { return "case-" + std::to_string(next_log++); }
+  /// The limit for a case the reference ran in @p reference_s (or the lab's limit when unknown).
+  double limit_for(const ReferenceRun* reference) const;
 };
 
 bool stage_sources(GradeContext& ctx, Scorecard& card);
@@ -59,6 +68,16 @@ bool stage_correctness(GradeContext& ctx, Scorecard& card);
 bool stage_sanitizer(GradeContext& ctx, Scorecard& card);
 bool stage_performance(GradeContext& ctx, Scorecard& card);
 bool stage_integrity(GradeContext& ctx, Scorecard& card);
+
+/// Arms ctx.guard (integrity.hpp) over the grader's build, tests/ and solutions/ of the lab and
+/// the learner's progress; call once the grader's build is complete, before any learner process.
+void arm_guard(GradeContext& ctx);
+/// After a learner process: false (and a failed integrity check) when it changed the grader's files.
+bool untampered(GradeContext& ctx, Scorecard& card);
+
+/// The learner's objects against the symbol rules (symbols.hpp), measured against @p reference;
+/// adds the check "your code stays in labNN::".
+void check_symbols(GradeContext& ctx, Scorecard& card, const Variant& learner, const Variant& reference);
 
 // --- the decisions, pure -------------------------------------------------------------------
 
@@ -78,6 +97,12 @@ struct PerfSamples {
 /// fields (unit, note, kernels, peaks, GPU state) merged into @p data under @p side.
 std::string add_perf_records(const std::vector<nlohmann::json>& records, const std::string& side, PerfSamples& samples,
                              nlohmann::json& data);
+/// The baselines of the two sides must agree: the learner's process measures its own (the
+/// library, memcpy) and could slow it. Below this fraction of the reference side's, it is not trusted.
+inline constexpr double kBaselineAgreement = 0.67;
+/// "" when the learner side's median baseline is at least kBaselineAgreement of the reference
+/// side's, else why the comparison is not trusted.
+std::string baseline_mismatch(const PerfSamples& learner, const PerfSamples& reference);
 /// The check's lines from the samples and the verdict (yours, the reference's, the baseline's,
 /// the threshold, the peak fraction, the rules the verdict followed).
 void describe_performance(Check& check, const PerfSamples& learner, const PerfSamples& reference, bool graded_is_reference,

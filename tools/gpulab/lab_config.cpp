@@ -131,6 +131,7 @@ BuildInfo parse_labinfo(const std::string& text, const std::string& where) {
   b.buildable = get<bool>(j, "buildable", false, where);
   b.reason = get<std::string>(j, "reason", "", where);
   b.submission_dir = get<std::string>(j, "submission_dir", "", where);
+  b.grader_files = get<std::vector<std::string>>(j, "grader_files", {}, where);
   b.variants = parse_variants(j, "variants", where);
   b.mutants = parse_variants(j, "mutants", where);
   b.emu_mutants = parse_variants(j, "emu_mutants", where);

@@ -78,6 +78,7 @@ struct BuildInfo {
   std::map<std::string, Variant> mutants;   ///< by region id
   std::map<std::string, Variant> emu_mutants;  ///< by region id, where emulated
   std::vector<RegionInfo> regions;          ///< in source order
+  std::vector<std::string> grader_files;    ///< the reference's executable, the test objects, libgpulab
   const Variant* variant(const std::string& name) const;
   bool emulated() const { return variants.count("emu_ref") != 0; }
 };

@@ -2,7 +2,9 @@
 /// @brief Progress and next (see progress.hpp).
 #include "progress.hpp"
 
+#include <cstdio>
 #include <ctime>
+#include <random>
 #include <iostream>
 
 #include "lab_config.hpp"
@@ -17,7 +19,25 @@ std::string today() {
   return buf;
 }
 
-bool complete(const nlohmann::json& p) { return p.is_object() && p.value("failed", 1) == 0; }
+bool complete(const nlohmann::json& p) { return p.is_object() && !p.contains("tampered") && p.value("failed", 1) == 0; }
+
+/// A per-tree secret (.gpulab/secret, made on first use): progress entries carry a hash of their
+/// content with it, so that an entry written by anything but the grader reads as such.
+std::string secret(const Paths& paths) {
+  const fs::path file = paths.state_dir() / "secret";
+  if (fs::exists(file)) return read_text(file);
+  std::random_device device;
+  char text[33];
+  std::snprintf(text, sizeof text, "%08x%08x%08x%08x", device(), device(), device(), device());
+  write_text(file, text);
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
+  return text;
+}
+
+std::string signature(const Paths& paths, nlohmann::json entry) {
+  entry.erase("check");
+  return content_hash(secret(paths) + entry.dump());
+}
 
 }  // namespace
 
@@ -28,8 +48,10 @@ void record_progress(const Paths& paths, const GradeResult& result, const std::s
     if (first_failure.empty() && (c.status == Status::kFail || c.status == Status::kEmuFail)) first_failure = c.name;
   }
   nlohmann::json all = load_progress(paths);
-  all[number] = {{"passed", n.passed}, {"failed", n.failed}, {"not_run", n.not_run}, {"emulated_ok", n.emulated_ok},
-                 {"exit", result.exit_code}, {"first_failure", first_failure}, {"date", today()}};
+  nlohmann::json entry = {{"passed", n.passed}, {"failed", n.failed}, {"not_run", n.not_run}, {"emulated_ok", n.emulated_ok},
+                          {"exit", result.exit_code}, {"first_failure", first_failure}, {"date", today()}};
+  entry["check"] = signature(paths, entry);
+  all[number] = entry;
   write_text(paths.state_dir() / "progress.json", all.dump(2) + "\n");
 }
 
@@ -37,12 +59,17 @@ nlohmann::json load_progress(const Paths& paths) {
   const fs::path file = paths.state_dir() / "progress.json";
   if (!fs::exists(file)) return nlohmann::json::object();
   auto j = nlohmann::json::parse(read_text(file), nullptr, false);
-  return j.is_object() ? j : nlohmann::json::object();
+  if (!j.is_object()) return nlohmann::json::object();
+  for (auto& [number, entry] : j.items()) {
+    if (!entry.is_object() || entry.value("check", "") != signature(paths, entry)) entry = {{"tampered", true}};
+  }
+  return j;
 }
 
 std::string progress_line(const nlohmann::json& progress, const std::string& number) {
   if (!progress.contains(number)) return "not graded yet";
   const auto& p = progress[number];
+  if (p.contains("tampered")) return "not graded yet (its record was changed outside the grader)";
   const int passed = p.value("passed", 0), failed = p.value("failed", 0), not_run = p.value("not_run", 0);
   if (failed == 0 && not_run == 0) return "complete (" + p.value("date", "") + ")";
   if (failed == 0) return "complete where it can run here; " + std::to_string(not_run) + " checks need a GPU";

@@ -10,6 +10,7 @@
 
 #include "build.hpp"
 #include "grade_stages.hpp"
+#include "symbols.hpp"
 
 namespace gpulab::cli {
 namespace {
@@ -46,7 +47,90 @@ std::string nm_of(const std::string& object) {
   return run_process({"nm", "-C", object}, o).output;
 }
 
+/// Library code the lab forbids, in the learner's objects.
+void check_forbidden(GradeContext& ctx, Scorecard& card) {
+  const ForbiddenSymbols& rules = ctx.lab.forbidden;
+  if (rules.called.empty() && rules.namespaces.empty()) return;
+  std::vector<std::string> hits;
+  for (const std::string& obj : ctx.build().objects) {
+    for (const std::string& h : forbidden_in_nm(nm_of(obj), rules)) hits.push_back(h);
+  }
+  Check c;
+  c.name = "no forbidden library calls";
+  c.kind = Kind::kStructure;
+  c.status = hits.empty() ? Status::kPass : Status::kFail;
+  for (const auto& h : hits) {
+    if (c.details.size() < 5) c.details.push_back("your code contains " + h);
+  }
+  if (!hits.empty()) c.hints.push_back(rules.why);
+  card.add(c);
+}
+
+/// Without a GPU, the [gpu] cases run on the CPU emulator (emulation.hpp), measured against the
+/// reference's emulated runs; its build of the learner's code obeys the same symbol rules.
+void prepare_emulator(GradeContext& ctx, Scorecard& card) {
+  const Variant* emu = ctx.lab.build.variant("emu_" + ctx.variant);
+  const Variant* emu_ref = ctx.lab.build.variant("emu_ref");
+  if (emu == nullptr || emu_ref == nullptr) return;
+  const BuildResult b = build_targets(ctx.paths, {emu->target, emu_ref->target});
+  if (!b.ok) {
+    std::istringstream diag(extract_diagnostics(b.output));
+    std::getline(diag, ctx.emulator_problem);
+    ctx.emulator_problem = "the emulator's build of your code failed: " + ctx.emulator_problem;
+    return;
+  }
+  if (!ctx.graded_is_reference()) {
+    std::ostringstream unused;
+    Scorecard quiet(true, &unused);
+    check_symbols(ctx, quiet, *emu, *emu_ref);
+    for (Check c : quiet.checks()) {
+      if (c.status != Status::kFail) continue;
+      c.name += " (the emulator's build)";
+      card.add(c);
+      return;  // the emulated runs would measure code that breaks the rules: not run
+    }
+  }
+  ctx.emulator = "emu_" + ctx.variant;
+  ctx.emu_profile = ReferenceProfile(ctx.paths.build / "grade" / "profiles" / (ctx.lab.number + "-emu.json"), file_hash(emu_ref->exe));
+}
+
 }  // namespace
+
+void check_symbols(GradeContext& ctx, Scorecard& card, const Variant& learner, const Variant& reference) {
+  SymbolContext rules;
+  rules.lab_number = ctx.lab.number;
+  std::set<std::string> reference_defined;
+  for (const std::string& obj : reference.objects) {
+    for (const NmSymbol& s : parse_nm(nm_of(obj))) {
+      if (s.type == 'U') rules.reference_calls.insert(s.name);
+      if (s.defined() && s.weak()) rules.reference_weak.insert(s.name);
+      if (s.defined()) reference_defined.insert(s.name);
+    }
+  }
+  // The grader's strong definitions: everything the reference's executable defines that its own
+  // lab objects do not (the tests, libgpulab, the test runner, the runtime linked in).
+  for (const NmSymbol& s : parse_nm(nm_of(reference.exe))) {
+    if (s.defined() && s.global() && !s.weak() && !reference_defined.count(s.name)) rules.grader_strong.insert(s.name);
+  }
+  std::set<std::string> problems;
+  for (const std::string& obj : learner.objects) {
+    for (const NmSymbol& s : parse_nm(nm_of(obj))) {
+      if (const std::string p = symbol_problem(s, rules); !p.empty()) problems.insert(p);
+    }
+  }
+  Check c;
+  c.name = "your code stays in lab" + ctx.lab.number + "::";
+  c.kind = Kind::kStructure;
+  c.status = problems.empty() ? Status::kPass : Status::kFail;
+  for (const auto& p : problems) {
+    if (c.details.size() < 6) c.details.push_back("your code " + p);
+  }
+  if (!problems.empty()) {
+    c.hints.push_back("a lab's code defines only its own functions (in namespace lab" + ctx.lab.number +
+                      ") and leaves the process, the environment and the test runner to the grader");
+  }
+  card.add(c);
+}
 
 std::vector<std::string> forbidden_in_nm(const std::string& nm_output, const ForbiddenSymbols& rules) {
   // `nm -C` prints "<16 hex digits or spaces> <type> <name>"; type U is a symbol used but defined
@@ -105,41 +189,26 @@ bool stage_build(GradeContext& ctx, Scorecard& card) {
   Check compiled = build_check(ctx, "compile", ctx.build().compile);
   card.add(compiled);
   if (compiled.status == Status::kFail) return false;
-  const ForbiddenSymbols& rules = ctx.lab.forbidden;
-  if (!ctx.graded_is_reference() && (!rules.called.empty() || !rules.namespaces.empty())) {
-    std::vector<std::string> hits;
-    for (const std::string& obj : ctx.build().objects) {
-      for (const std::string& h : forbidden_in_nm(nm_of(obj), rules)) hits.push_back(h);
+  // The reference (the grader's own build: it lists the cases and is the yardstick) before the
+  // learner's objects are linked, so that their symbols can be measured against it.
+  if (!ctx.graded_is_reference()) {
+    Check reference = build_check(ctx, "build the reference", {ctx.reference().target});
+    if (reference.status == Status::kFail) {
+      card.add(reference);
+      return false;
     }
-    Check c;
-    c.name = "no forbidden library calls";
-    c.kind = Kind::kStructure;
-    c.status = hits.empty() ? Status::kPass : Status::kFail;
-    for (const auto& h : hits) {
-      if (c.details.size() < 5) c.details.push_back("your code contains " + h);
-    }
-    if (!hits.empty()) c.hints.push_back(rules.why);
-    card.add(c);
   }
-  // The reference too: its executable lists the cases and is the performance yardstick.
-  std::vector<std::string> link = {ctx.build().target};
-  if (!ctx.graded_is_reference()) link.push_back(ctx.reference().target);
-  Check linked = build_check(ctx, "link with the tests", link);
+  if (!ctx.graded_is_reference()) {
+    check_forbidden(ctx, card);
+    check_symbols(ctx, card, ctx.build(), ctx.reference());
+  }
+  Check linked = build_check(ctx, "link with the tests", {ctx.build().target});
   card.add(linked);
   if (linked.status == Status::kFail) return false;
-  // Without a GPU, the [gpu] cases run on the CPU emulator instead (emulation.hpp).
+  ctx.profile = ReferenceProfile(ctx.paths.build / "grade" / "profiles" / (ctx.lab.number + ".json"), file_hash(ctx.reference().exe));
   ctx.gpu_missing = device_missing(ctx.reference().exe);
-  const std::string emu = "emu_" + ctx.variant;
-  if (!ctx.gpu_missing.empty() && ctx.lab.build.variant(emu) != nullptr) {
-    const BuildResult b = build_targets(ctx.paths, {ctx.lab.build.variant(emu)->target});
-    if (b.ok) {
-      ctx.emulator = emu;
-    } else {
-      std::istringstream diag(extract_diagnostics(b.output));
-      std::getline(diag, ctx.emulator_problem);
-      ctx.emulator_problem = "the emulator's build of your code failed: " + ctx.emulator_problem;
-    }
-  }
+  if (!ctx.gpu_missing.empty()) prepare_emulator(ctx, card);
+  arm_guard(ctx);
   return true;
 }
 

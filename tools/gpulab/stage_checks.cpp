@@ -4,7 +4,6 @@
 #include <iostream>
 #include <sstream>
 
-#include "emulation.hpp"
 #include "grade_stages.hpp"
 #include "process.hpp"
 
@@ -45,68 +44,6 @@ bool stage_diagnosis(GradeContext& ctx, Scorecard& card) {
     card.keep(c);
   } else {
     card.add(c);
-  }
-  return true;
-}
-
-namespace {
-
-/// A [gpu] case where there is no GPU: on the emulator, or why it could not be.
-Check emulated(GradeContext& ctx, const CaseInfo& c) {
-  RunSpec spec{"", c.name, 0, ctx.case_timeout(), ctx.seed, ctx.log_dir, ctx.next_stem(), {}};
-  Check check;
-  if (!ctx.emulator.empty()) {
-    check = emulate_case(c, ctx.lab.build.variant(ctx.emulator)->exe, ctx.lab, spec);
-  } else {
-    check = Check::failure(c.name, Kind::kCorrectness, "needs a GPU: " + ctx.gpu_missing);
-    check.where = Where::kGpu;
-    check.status = Status::kEmuNotRun;
-    check.details.push_back(ctx.emulator_problem);
-  }
-  mark_stretch(c, check);
-  return check;
-}
-
-}  // namespace
-
-bool stage_correctness(GradeContext& ctx, Scorecard& card) {
-  // The cases come from the reference's executable: the submission's binary cannot choose them.
-  ProcessOptions o;
-  o.timeout_s = 60;
-  const ProcessResult listed = run_process({ctx.reference().exe, "--gpulab-list"}, o);
-  ctx.cases = parse_case_list(listed.exited(0) ? listed.output : "");
-  if (ctx.cases.empty()) {
-    card.add(Check::failure("list test cases", Kind::kBuild, listed.exited(0) ? "no test cases" : listed.describe() + ": " + listed.output));
-    return false;
-  }
-  if (!ctx.options.cases.empty()) {
-    std::vector<CaseInfo> chosen;
-    for (const std::string& name : ctx.options.cases) {
-      const auto it = std::find_if(ctx.cases.begin(), ctx.cases.end(), [&](const CaseInfo& c) { return c.name == name; });
-      if (it == ctx.cases.end()) {
-        std::string names;
-        for (const CaseInfo& c : ctx.cases) names += "\n  " + c.name;
-        card.add(Check::failure("--case " + name, Kind::kBuild, "lab " + ctx.lab.number + " has no test case of that name; its cases:" + names));
-        return false;
-      }
-      chosen.push_back(*it);
-    }
-    ctx.cases = chosen;
-  }
-  const std::vector<int> widths = ctx.widths().empty() ? std::vector<int>{0} : ctx.widths();
-  for (const CaseInfo& c : ctx.cases) {
-    if (c.perf()) continue;
-    if (!ctx.gpu_missing.empty() && emulable(c) && ctx.lab.build.emulated()) {
-      card.add(emulated(ctx, c));
-      continue;
-    }
-    for (int w : widths) {
-      RunSpec spec{ctx.build().exe, c.name, w, ctx.case_timeout(), ctx.seed, ctx.log_dir, ctx.next_stem(), {}};
-      Check check = judge_case(c, run_case(spec), ctx.lab, spec.timeout_s);
-      if (w > 0) check.name += " (W=" + std::to_string(w) + ")";
-      mark_stretch(c, check);
-      card.add(check);
-    }
   }
   return true;
 }
@@ -187,7 +124,27 @@ bool stage_sanitizer(GradeContext& ctx, Scorecard& card) {
   return true;
 }
 
+void arm_guard(GradeContext& ctx) {
+  std::vector<fs::path> artefacts;
+  for (const std::string& f : ctx.lab.build.grader_files) artefacts.emplace_back(f);
+  if (const Variant* emu_ref = ctx.lab.build.variant("emu_ref"); emu_ref != nullptr && fs::exists(emu_ref->exe)) artefacts.emplace_back(emu_ref->exe);
+  ctx.guard = TreeGuard(artefacts, {ctx.lab.tests, ctx.lab.solutions},
+                        {ctx.paths.state_dir() / "progress.json", ctx.paths.state_dir() / "hints.json"},
+                        ctx.paths.build / "grade" / ("snapshot-" + ctx.lab.number));
+}
+
+bool untampered(GradeContext& ctx, Scorecard& card) {
+  if (!ctx.guard.armed()) return true;
+  const std::string change = ctx.guard.check_and_repair();
+  if (change.empty()) return true;
+  card.add(Check::failure("the grader's files unchanged", Kind::kIntegrity,
+                          change + " while the code under test ran: tampering, so the grade stops here (it was put back)",
+                          "the code of a lab reads and writes only the buffers it is given"));
+  return false;
+}
+
 bool stage_integrity(GradeContext& ctx, Scorecard& card) {
+  if (!untampered(ctx, card)) return true;
   // Grading never changes the learner's files or the reference.
   std::string change = first_tree_change(ctx.before_labs, hash_tree(ctx.lab.labs), "labs/" + ctx.lab.slug + "/");
   if (change.empty()) change = first_tree_change(ctx.before_solutions, hash_tree(ctx.lab.solutions), "solutions/" + ctx.lab.slug + "/");

@@ -56,6 +56,9 @@ Check not_run_check(const std::string& name, const std::string& why) {
   return c;
 }
 
+/// A performance run's limit: the reference's runs measure for tens of seconds at most.
+constexpr double kPerfLimitS = 600.0;
+
 /// One performance case: rounds until decided; the check it makes.
 Check measure_case(GradeContext& ctx, const CaseInfo& c) {
   Check check;
@@ -71,17 +74,25 @@ Check measure_case(GradeContext& ctx, const CaseInfo& c) {
   const PerfSpec* spec = nullptr;
   Verdict verdict;
   const auto start = std::chrono::steady_clock::now();
+  double reference_s = 0.0;
   for (bool decided = false; !decided;) {
-    for (const bool mine : {true, false}) {
+    // The reference first: its time bounds the learner's run (a hang costs seconds, not minutes).
+    for (const bool mine : {false, true}) {
       if (!mine && ctx.graded_is_reference()) continue;
-      RunSpec run{mine ? ctx.build().exe : ctx.reference().exe, c.name, ctx.perf_width(), 600.0, ctx.seed, ctx.log_dir, ctx.next_stem(), {}};
+      const double limit = mine && !ctx.graded_is_reference() ? derived_limit(reference_s, 10.0, kPerfLimitS) : kPerfLimitS;
+      RunSpec run{mine ? ctx.build().exe : ctx.reference().exe, c.name, ctx.perf_width(), limit, ctx.seed, ctx.log_dir, ctx.next_stem(), {}};
       const CaseRun r = run_case(run);
       check.seconds += r.process.seconds;
-      if (r.process.exited(77)) return not_run_check(check.name, r.skip_reason.empty() ? ctx.gpu_missing : r.skip_reason);
-      if (!r.process.exited(0)) {
-        const Check why = judge_case(c, r, ctx.lab, 600.0);
+      if (!mine) reference_s = r.process.seconds;
+      JudgeContext judge;
+      judge.timeout_s = limit;
+      judge.gpu_missing = ctx.gpu_missing;
+      const Check why = judge_case(c, r, ctx.lab, judge);
+      if (why.status == Status::kNotRun) return not_run_check(check.name, r.skip_reason.empty() ? ctx.gpu_missing : r.skip_reason);
+      if (why.status != Status::kPass) {
         check.details.push_back(std::string(mine ? "learner" : "reference") + " run " + r.process.describe() +
                                 (why.details.empty() ? std::string() : ": " + why.details.front()));
+        check.hints = why.hints;
         return check;
       }
       metric = add_perf_records(r.records, mine ? "learner" : "reference", mine ? learner : reference, check.data);
@@ -103,6 +114,12 @@ Check measure_case(GradeContext& ctx, const CaseInfo& c) {
   }
   check.data["metric"] = metric;
   describe_performance(check, learner, reference, ctx.graded_is_reference(), *spec, verdict, rules, ctx.ptxas);
+  if (!ctx.graded_is_reference()) {
+    if (const std::string problem = baseline_mismatch(learner, reference); !problem.empty()) {
+      check.status = Status::kFail;
+      check.details.insert(check.details.begin(), problem);
+    }
+  }
   return check;
 }
 
@@ -172,6 +189,18 @@ void describe_performance(Check& check, const PerfSamples& learner, const PerfSa
   if (!verdict.pass && !spec.hint.empty()) check.hints.push_back(spec.hint);
 }
 
+std::string baseline_mismatch(const PerfSamples& learner, const PerfSamples& reference) {
+  if (learner.baseline.empty() || reference.baseline.empty()) return "";
+  const double mine = median(learner.baseline), theirs = median(reference.baseline);
+  if (theirs <= 0.0 || mine >= kBaselineAgreement * theirs) return "";
+  char text[300];
+  std::snprintf(text, sizeof text,
+                "the baseline measured beside your code (%.3g) is %.0f %% of the one measured beside the reference's (%.3g): something in "
+                "your process slowed the library down, so the comparison is not trusted",
+                mine, 100.0 * mine / theirs, theirs);
+  return text;
+}
+
 bool stage_performance(GradeContext& ctx, Scorecard& card) {
   for (const CaseInfo& c : ctx.cases) {
     if (!c.perf()) continue;
@@ -179,9 +208,16 @@ bool stage_performance(GradeContext& ctx, Scorecard& card) {
       card.add(not_run_check(c.name, ctx.gpu_missing));
       continue;
     }
+    if (ctx.hung_widths.count(ctx.perf_width())) {
+      Check skipped = not_run_check(c.name + " (W=" + std::to_string(ctx.perf_width()) + ")", "");
+      skipped.details = {"not run: an earlier case hung at W = " + std::to_string(ctx.perf_width())};
+      card.add(skipped);
+      continue;
+    }
     Check check = measure_case(ctx, c);
     if (!ctx.graded_is_reference()) mark_stretch(c, check);
     card.add(check);
+    if (!untampered(ctx, card)) return false;
   }
   return true;
 }

@@ -57,6 +57,7 @@ struct Request {
   std::function<void()> on_complete;  ///< backend work after the message arrived (e.g. a copy)
   int backend_slot = -1;              ///< backend bookkeeping (IPC, NCCL)
   bool pending = false;               ///< started and not yet completed by wait()
+  bool is_send = false;               ///< an isend (else an irecv)
 
   Request() = default;
   Request(const Request&) = delete;
@@ -64,13 +65,14 @@ struct Request {
   /// Takes over @p other's message; @p other is left empty (not pending).
   Request(Request&& other) noexcept
       : mpi(std::exchange(other.mpi, MPI_REQUEST_NULL)), on_complete(std::move(other.on_complete)),
-        backend_slot(std::exchange(other.backend_slot, -1)), pending(std::exchange(other.pending, false)) {}
+        backend_slot(std::exchange(other.backend_slot, -1)), pending(std::exchange(other.pending, false)), is_send(other.is_send) {}
   /// Takes over @p other's message; this request must not be pending.
   Request& operator=(Request&& other) noexcept {
     mpi = std::exchange(other.mpi, MPI_REQUEST_NULL);
     on_complete = std::move(other.on_complete);
     backend_slot = std::exchange(other.backend_slot, -1);
     pending = std::exchange(other.pending, false);
+    is_send = other.is_send;
     return *this;
   }
 };
@@ -92,12 +94,12 @@ class Communicator {
   Memory memory() const { return backend_ == Backend::kMpi ? Memory::kHost : Memory::kDevice; }
 
   /// Starts sending @p count floats to @p dest. The buffer must not change until wait().
-  [[nodiscard]] virtual Request isend(const float* buffer, std::size_t count, int dest) = 0;
+  [[nodiscard]] Request isend(const float* buffer, std::size_t count, int dest);
   /// Starts receiving @p count floats from @p source. Messages between two ranks arrive in the
   /// order they were sent.
-  [[nodiscard]] virtual Request irecv(float* buffer, std::size_t count, int source) = 0;
+  [[nodiscard]] Request irecv(float* buffer, std::size_t count, int source);
   /// Completes one request (and makes progress on the others).
-  virtual void wait(Request& request) = 0;
+  void wait(Request& request);
   /// Completes all of them, in order.
   void wait_all(std::vector<Request>& requests);
   /// One ring step: send to @p dest and receive from @p source at once (no deadlock when every
@@ -119,12 +121,28 @@ class Communicator {
   /// Counted as a library collective inside a LearnerScope.
   virtual void allreduce_sum(const float* send, float* recv, std::size_t count) = 0;
 
-  /// What this rank has sent since the last reset_traffic().
-  const Traffic& traffic() const { return traffic_; }
+  /// What this rank has sent since the last reset_traffic(): a copy, so that no code it was
+  /// handed to can change the count a test reads.
+  Traffic traffic() const { return traffic_; }
   /// Zeroes the traffic counts.
   void reset_traffic();
 
+  /// isend and irecv requests posted and not (yet) waited for. A communicator destroyed with
+  /// some left records a failure ("2 isend requests on rank 1 were never waited for"): an MPI
+  /// program must complete every request it starts.
+  std::size_t sends_outstanding() const { return sends_posted_ - sends_waited_; }
+  /// See sends_outstanding().
+  std::size_t recvs_outstanding() const { return recvs_posted_ - recvs_waited_; }
+  /// "" when every request was waited for, else what was not (for a test's message).
+  std::string outstanding_requests() const;
+
  protected:
+  /// The backend's isend (the public one counts requests around it).
+  virtual Request post_send(const float* buffer, std::size_t count, int dest) = 0;
+  /// The backend's irecv.
+  virtual Request post_recv(float* buffer, std::size_t count, int source) = 0;
+  /// The backend's wait, for a pending request.
+  virtual void complete(Request& request) = 0;
   /// Sets rank and size from @p comm and makes MPI report errors as codes.
   Communicator(Backend backend, MPI_Comm comm);
   /// Adds one message of @p count floats to @p dest to the traffic.
@@ -136,6 +154,9 @@ class Communicator {
   int size_ = 1;     ///< number of ranks
   Backend backend_;  ///< how messages travel
   Traffic traffic_;  ///< what this rank sent
+
+ private:
+  std::size_t sends_posted_ = 0, sends_waited_ = 0, recvs_posted_ = 0, recvs_waited_ = 0;
 };
 
 /// While alive, calls to library collectives are counted (see the file comment). Tests wrap
