@@ -312,7 +312,7 @@ TEST_CASE("saxpy with a grid-stride loop", "[gpu][01.5]") {
         check_result(gpulab::compare_within(got, want, bound),
                      "saxpy n=" + std::to_string(n) + " max_blocks=" + std::to_string(max_blocks) +
                          (offset ? " offset=1" : ""),
-                     "with max_blocks = 1 there are only 256 threads: each must loop i += gridDim.x * blockDim.x");
+                     "with max_blocks = 1 there are only 256 threads: each must keep going, a whole grid's width at a time, until it passes n");
         check_guards(dz, "z");
         check_unmodified(dx, x, "x");
         check_unmodified(dy, y, "y");

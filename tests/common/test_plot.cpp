@@ -68,3 +68,16 @@ TEST_CASE("a rung recorded as zero reads as wrong in the ladder", "[cpu]") {
   CHECK(svg.find(">68.6%<") != std::string::npos);
   CHECK(svg.find(">wrong or not measured<") != std::string::npos);
 }
+
+TEST_CASE("a scorecard from a machine without a GPU plots what there is and never throws", "[cpu]") {
+  // As grade --json writes it without a GPU: performance checks not run, data null or partial.
+  const nlohmann::json card = nlohmann::json::parse(R"({"lab": null, "checks": [
+      {"name": "vector_add bandwidth", "kind": "performance", "status": "not-run", "data": null},
+      {"name": "saxpy bandwidth", "kind": "performance", "status": "fail", "data": {"learner_fraction": null, "unit": null}},
+      {"name": "vector_add at awkward sizes", "kind": "correctness", "status": "emu-pass", "data": null}]})");
+  std::string ladder, roofline;
+  CHECK_NOTHROW(ladder = gpulab::cli::ladder_svg(card));
+  CHECK_NOTHROW(roofline = gpulab::cli::roofline_svg(card));
+  CHECK(roofline.empty());
+  CHECK_NOTHROW(gpulab::cli::ladder_svg(nlohmann::json::parse(R"({"checks": null})")));
+}

@@ -3,6 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include <chrono>
 #include <fstream>
@@ -58,4 +64,42 @@ TEST_CASE("environment variables reach the child and a missing program is an err
   o.env = {{"GPULAB_TEST_VALUE", "hello"}};
   CHECK(run_process({"sh", "-c", "test \"$GPULAB_TEST_VALUE\" = hello"}, o).exited(0));
   CHECK(run_process({"/nonexistent/program"}).exited(127));
+}
+
+TEST_CASE("a stop signal kills everything run_process started and leaves nothing behind", "[cpu]") {
+  // A child process stands in for the grader: it runs a shell that starts two sleepers (one in
+  // the background) and is interrupted while they run.
+  const std::string marker = "313.0" + std::to_string(::getpid() % 1000);  // a sleep no one else runs
+  auto sleepers = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      std::ifstream cmdline(e.path() / "cmdline");
+      std::string text((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+      std::string state;
+      std::ifstream stat(e.path() / "stat");
+      std::getline(stat, state);
+      if (text.find(marker) != std::string::npos && text.rfind("sleep", 0) == 0 && state.find(") Z ") == std::string::npos) ++n;
+    }
+    return n;
+  };
+  const pid_t grader = fork();
+  if (grader == 0) {
+    gpulab::cli::install_interrupt_handlers();
+    try {
+      gpulab::cli::ProcessOptions o;
+      o.timeout_s = 60;
+      gpulab::cli::run_process({"sh", "-c", "sleep " + marker + " & sleep " + marker + "; wait"}, o);
+    } catch (const gpulab::cli::Interrupted&) {
+      _exit(130);
+    }
+    _exit(1);
+  }
+  for (int k = 0; k < 200 && sleepers() < 2; ++k) ::usleep(20000);
+  REQUIRE(sleepers() == 2);
+  ::kill(grader, SIGINT);
+  int status = 0;
+  ::waitpid(grader, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(sleepers() == 0);
 }

@@ -2,6 +2,9 @@
 /// @brief cmake --build, and diagnostics extraction.
 #include "build.hpp"
 
+#include <unistd.h>
+
+#include <iostream>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -13,7 +16,38 @@ int build_jobs() {
   return n == 0 ? 2 : static_cast<int>(n);
 }
 
-BuildResult build_targets(const Paths& paths, const std::vector<std::string>& targets, bool echo) {
+BuildProgress::BuildProgress(std::string what, bool terminal, std::ostream& out) : what_(std::move(what)), terminal_(terminal), out_(out) {}
+
+void BuildProgress::feed(const std::string& chunk) {
+  static const std::regex ninja(R"(^\[(\d+)/(\d+)\])"), make(R"(^\[ *(\d+)%\])");
+  partial_ += chunk;
+  for (std::size_t end = partial_.find('\n'); end != std::string::npos; end = partial_.find('\n')) {
+    const std::string line = partial_.substr(0, end);
+    partial_.erase(0, end + 1);
+    std::smatch m;
+    if (std::regex_search(line, m, ninja)) show(std::stol(m[1].str()), std::stol(m[2].str()));
+    else if (std::regex_search(line, m, make)) show(std::stol(m[1].str()), 100);
+  }
+}
+
+void BuildProgress::show(long step, long total) {
+  if (total < 10) return;  // a few steps: over before a line would help
+  const long percent = 100 * step / total;
+  const std::string note = total > 40 ? " (a first build: a few minutes, only once)" : "";
+  if (terminal_) {
+    out_ << "\r  building " << what_ << ": step " << step << " of " << total << note << "   " << std::flush;
+    any_ = true;
+  } else if (percent / 25 != shown_percent_ / 25 || shown_percent_ < 0) {
+    out_ << "  building " << what_ << ": step " << step << " of " << total << note << '\n' << std::flush;
+    shown_percent_ = percent;
+  }
+}
+
+void BuildProgress::finish() {
+  if (terminal_ && any_) out_ << "\r" << std::string(100, ' ') << "\r" << std::flush;
+}
+
+BuildResult build_targets(const Paths& paths, const std::vector<std::string>& targets, bool echo, const std::string& progress) {
   std::vector<std::string> argv = {"cmake", "--build", paths.build.string(), "-j",
                                    std::to_string(build_jobs())};
   if (!targets.empty()) {
@@ -24,7 +58,10 @@ BuildResult build_targets(const Paths& paths, const std::vector<std::string>& ta
   options.timeout_s = 3600;
   options.echo = echo;
   options.keep_bytes = 4 << 20;
+  BuildProgress shown(progress, isatty(STDOUT_FILENO) != 0, std::cout);
+  if (!progress.empty() && !echo) options.on_output = [&shown](const std::string& chunk) { shown.feed(chunk); };
   const ProcessResult r = run_process(argv, options);
+  shown.finish();
   BuildResult b;
   b.ok = r.exited(0);
   b.output = r.output;

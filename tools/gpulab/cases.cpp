@@ -83,6 +83,7 @@ CaseRun run_case(const RunSpec& spec) {
   o.env = spec.env;
   o.env["GPULAB_REPORT"] = report.string();
   o.env["GPULAB_SEED"] = std::to_string(spec.seed);
+  o.read_only = spec.read_only;
   const std::vector<std::string> command = {spec.exe, spec.case_name, "--reporter", "compact", "--durations", "no"};
   CaseRun run;
   run.token = fresh_token();

@@ -36,6 +36,7 @@ struct RunSpec {
   fs::path log_dir;               ///< logs and the case's report file go here
   std::string stem;               ///< file name stem for this run's logs ("case-3")
   std::map<std::string, std::string> env;  ///< added to the environment (e.g. GPULAB_SMALL)
+  std::vector<std::string> read_only;      ///< paths the run may not change, where the grader can enforce it
 };
 
 /// Runs it; writes <stem>.log (all output) and reads <stem>.jsonl (records) in the log folder.

@@ -62,11 +62,16 @@ int start(const Paths& paths) {
   g.lab = "01";
   const GradeResult r = grade(paths, g);
   if (!r.lab.empty()) record_progress(paths, r, "01");  // as `grade 01` would: list and next show it
-  std::cout << "\nNext: read lessons/01-hello-kernel.md, fill in the TODOs in labs/01-hello-kernel/hello.cu,\n"
-               "then run ./gpulab grade 01 until every line says PASS.\n";
-  if (!r.not_run_reason.empty()) {
-    std::cout << "No GPU here: the GPU checks run on the CPU emulator instead (EMU lines): they judge your kernels'\n"
-                 "logic, never their speed; a GPU completes the grade.\n";
+  std::cout << "\nNext: read lessons/01-hello-kernel.md and fill in the TODOs in labs/01-hello-kernel/hello.cu.\n";
+  if (r.not_run_reason.empty()) {
+    std::cout << "Run ./gpulab grade 01 until every line says PASS.\n";
+  } else {
+    std::cout << "This machine has no GPU (" << r.not_run_reason << "). What you can finish here:\n"
+                 "  - every [cpu] check, for real (PASS/FAIL);\n"
+                 "  - every [gpu] correctness check on the CPU emulator (EMU ok/EMU FAIL): your kernels' logic, indices,\n"
+                 "    bounds and barriers, never their speed; an EMU FAIL is a real failure.\n"
+                 "What needs a GPU: the GPU run of those checks and every speed check (N/A here). Work until nothing\n"
+                 "says FAIL (the grade then exits 2: nothing failed, some checks could not run), then grade on a GPU.\n";
   }
   return r.exit_code;
 }
@@ -74,8 +79,8 @@ int start(const Paths& paths) {
 int grade_and_record(const Paths& paths, const GradeOptions& options, bool plot) {
   const GradeResult result = grade(paths, options);
   if (plot && !result.lab.empty()) write_charts(result.to_json(), paths.build / "grade" / result.lab.substr(0, 2));
-  // Progress is the learner's own copy, graded whole.
-  if (options.submission.empty() && !options.solutions && options.cases.empty() && !result.lab.empty()) {
+  // Progress is the learner's own copy, graded whole (every case, every width).
+  if (options.submission.empty() && !options.solutions && options.cases.empty() && options.ranks.empty() && !result.lab.empty()) {
     record_progress(paths, result, result.lab.substr(0, 2));
   }
   return result.exit_code;

@@ -97,7 +97,7 @@ int emulate_command(const Paths& paths, const GradeOptions& options) {
   for (const CaseInfo& c : parse_case_list(listed.output)) {
     if (!emulable(c)) continue;
     if (!options.cases.empty() && std::find(options.cases.begin(), options.cases.end(), c.name) == options.cases.end()) continue;
-    RunSpec spec{"", c.name, 0, ctx.case_timeout(), ctx.seed, ctx.log_dir, ctx.next_stem(), {}};
+    RunSpec spec{"", c.name, 0, ctx.case_timeout(), ctx.seed, ctx.log_dir, ctx.next_stem(), {}, {}};
     JudgeContext judge;
     judge.timeout_s = spec.timeout_s;
     judge.gpu_missing = "the CPU emulator";

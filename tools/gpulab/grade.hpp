@@ -41,6 +41,7 @@ struct GradeOptions {
   std::vector<std::string> cases;  ///< run only these test cases (exact names); empty = all
   std::vector<int> ranks;          ///< distributed labs: these widths W; empty = the lab's list
   bool sanitize = false;           ///< also run the [gpu] cases, made small, under compute-sanitizer
+  bool sandbox = true;             ///< run the code under test with the grader's files read-only (as root)
 };
 
 struct GradeResult {

@@ -46,6 +46,7 @@ struct GradeContext {
   ReferenceProfile emu_profile;       ///< the same on the emulator
   std::set<int> hung_widths;          ///< widths W at which a case hung (later cases there are not run)
   TreeGuard guard;                    ///< the grader's files, checked after every learner process
+  std::vector<std::string> read_only; ///< the same files, read-only for learner processes where the grader can
   TreeHashes before_labs, before_solutions, before_submission;
   int next_log = 0;                   ///< numbers the case logs
 

@@ -4,8 +4,9 @@
 /// objects, libgpulab), the source folders it reads (tests/, solutions/ and labs/ of the lab), the
 /// submission, and the learner's progress file; it keeps a copy of the source folders. After
 /// every learner process it looks again: a change is tampering, which fails the grade, and is
-/// put back (sources restored from the copy, build artefacts removed so the next build makes
-/// them again).
+/// put back (sources restored from the copy, the changed version kept beside it so that an edit
+/// made by hand during a grade is never lost; build artefacts removed so the next build makes
+/// them again). As root the code under test also runs with these paths read-only (process.hpp).
 #pragma once
 
 #include <string>
@@ -28,6 +29,7 @@ class TreeGuard {
   bool armed() const { return !snapshot_.empty(); }
 
  private:
+  void keep_changed(const fs::path& path) const;
   std::vector<fs::path> files_, folders_, documents_;
   std::vector<std::string> file_hashes_, document_hashes_;
   std::vector<TreeHashes> folder_hashes_;

@@ -167,10 +167,14 @@ int main(int argc, char** argv) {
       hint_command(app, paths), watch_command(app, paths), plot_command(app), summary_command(app)};
   internal_commands(app, commands);
   CLI11_PARSE(app, argc, argv);
+  cli::install_interrupt_handlers();
   try {
     for (const Command& c : commands) {
       if (*c.app) return c.run();
     }
+  } catch (const cli::Interrupted& e) {
+    std::cerr << "\ngpulab: " << e.what() << ": everything it started was stopped\n";
+    return 130;
   } catch (const std::exception& e) {
     std::cerr << "gpulab: " << e.what() << '\n';
     return 1;

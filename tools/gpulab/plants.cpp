@@ -22,7 +22,8 @@ Plant::Expect parse_expect(const json& j, const Plant::Expect& fallback) {
 
 Plant parse_plant(const json& j, const std::string& where) {
   static const std::set<std::string> known = {"name", "patch", "needs_gpu", "cases", "ranks", "timeout_s", "sanitize", "expect_exit",
-                                              "expect_failed", "expect_detail", "expect_passed", "expect_no_leftovers", "without_gpu", "note"};
+                                              "expect_failed", "expect_detail", "expect_passed", "expect_no_leftovers", "without_gpu", "note",
+                                              "all_cases", "max_seconds", "interrupt", "sandbox", "needs_root"};
   for (const auto& [key, value] : j.items()) {
     if (!known.count(key)) throw ConfigError(where + ": unknown key \"" + key + "\"");
   }
@@ -35,6 +36,11 @@ Plant parse_plant(const json& j, const std::string& where) {
   p.ranks = j.value("ranks", std::vector<int>{3});
   p.timeout_s = j.value("timeout_s", 0.0);
   p.sanitize = j.value("sanitize", false);
+  p.all_cases = j.value("all_cases", false);
+  p.max_seconds = j.value("max_seconds", 0.0);
+  p.interrupt = j.value("interrupt", false);
+  p.sandbox = j.value("sandbox", true);
+  p.needs_root = j.value("needs_root", false);
   p.expect = parse_expect(j, {});
   if (j.contains("without_gpu")) {
     p.has_without_gpu = true;
@@ -87,12 +93,13 @@ GradeOptions plant_grade_options(const LabConfig& lab, const Plant& plant, const
   g.perf_time_cap_s = 60;
   g.timeout_s = plant.timeout_s;
   g.sanitize = plant.sanitize;
+  g.sandbox = plant.sandbox;
   // Distributed labs: one width is enough to catch a plant (default: a W that is not a power of
   // two, the case most likely to expose chunk arithmetic), which keeps CI short.
   g.ranks = plant.ranks;
   g.cases = plant.cases;
   static const std::set<std::string> build_steps = {"compile", "link with the tests", "no forbidden library calls"};
-  if (g.cases.empty() && !plant.expect.failed.empty() && !build_steps.count(plant.expect.failed)) g.cases = {plant.expect.failed};
+  if (g.cases.empty() && !plant.all_cases && !plant.expect.failed.empty() && !build_steps.count(plant.expect.failed)) g.cases = {plant.expect.failed};
   return g;
 }
 

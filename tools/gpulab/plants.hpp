@@ -10,6 +10,12 @@
 ///     patch            its patch file (paths relative to the lab folder: a/<file>, b/<file>)
 ///     needs_gpu        true: only a GPU can judge it (skipped elsewhere, unless without_gpu says)
 ///     cases            grade only these cases (default: expect_failed, when it names a case)
+///     all_cases        grade every case (the default is the few above)
+///     max_seconds      the whole grade must take no longer (a hang must cost seconds)
+///     needs_root       true: only where the grader can make the read-only mounts
+///     sandbox          false: grade without the read-only mounts (to see tampering detected)
+///     interrupt        also: Ctrl-C (SIGINT to the grader's process group) during the grade
+///                      must end it with exit 130 and leave no process of the submission
 ///     ranks            distributed labs: the widths (default [3])
 ///     timeout_s, sanitize   as the grade options
 ///     expect_exit      the exit code, or a list of acceptable ones ([0, 2]: nothing failed)
@@ -40,6 +46,11 @@ struct Plant {
   std::vector<int> ranks{3};
   double timeout_s = 0;
   bool sanitize = false;
+  bool all_cases = false;
+  double max_seconds = 0;
+  bool interrupt = false;
+  bool sandbox = true;
+  bool needs_root = false;  ///< only where the grader can sandbox (root, unshare): skipped elsewhere
   struct Expect {
     std::vector<int> exit{1};
     std::string failed, detail;

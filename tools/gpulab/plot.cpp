@@ -11,6 +11,21 @@
 namespace gpulab::cli {
 namespace {
 
+/// A scorecard from a machine without a GPU has checks whose fields are null: read what is there.
+nlohmann::json object_of(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_object() ? j[key] : nlohmann::json::object();
+}
+double number(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+}
+nlohmann::json checks_of(const nlohmann::json& scorecard) {
+  return scorecard.is_object() && scorecard.contains("checks") && scorecard["checks"].is_array() ? scorecard["checks"] : nlohmann::json::array();
+}
+std::string text(const nlohmann::json& j, const char* key, const std::string& fallback) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
+}
+
+
 std::string escape(const std::string& text) {
   std::string out;
   for (char c : text) {
@@ -50,15 +65,15 @@ struct Group {
 
 std::vector<Group> groups_of(const nlohmann::json& scorecard) {
   std::vector<Group> groups;
-  for (const auto& c : scorecard.value("checks", nlohmann::json::array())) {
-    if (c.value("kind", "") != "performance" || c.value("status", "") == "not-run") continue;
-    const auto& d = c.value("data", nlohmann::json::object());
+  for (const auto& c : checks_of(scorecard)) {
+    if (text(c, "kind", "") != "performance" || text(c, "status", "") == "not-run") continue;
+    const nlohmann::json d = object_of(c, "data");
     if (!d.contains("learner_fraction")) continue;
-    const bool reference_run = d.value("variant", "") == "ref";
-    const double base = d.value("baseline_value", 0.0);
+    const bool reference_run = text(d, "variant", "") == "ref";
+    const double base = number(d, "baseline_value");
     Group g;
-    g.title = c.value("name", "?") + " (% of " + d.value("baseline_name", std::string("baseline")) + ")";
-    g.passed = c.value("status", "") == "pass";
+    g.title = text(c, "name", "?") + " (% of " + text(d, "baseline_name", "baseline") + ")";
+    g.passed = text(c, "status", "") == "pass";
     auto add_rungs = [&](const char* key, const char* who, const char* colour) {
       if (!d.contains(key) || base <= 0) return false;
       // Rungs in ladder order: a list of [name, value] pairs (an object would come back sorted).
@@ -70,14 +85,14 @@ std::vector<Group> groups_of(const nlohmann::json& scorecard) {
       return true;
     };
     if (!add_rungs("learner_rungs", reference_run ? "reference" : "yours", reference_run ? kReference : kLearner)) {
-      g.bars.push_back({reference_run ? "reference" : "yours", 100.0 * d.value("learner_fraction", 0.0),
+      g.bars.push_back({reference_run ? "reference" : "yours", 100.0 * number(d, "learner_fraction"),
                         reference_run ? kReference : kLearner});
     }
     if (!reference_run && !add_rungs("reference_rungs", "reference", kReference)) {
-      g.bars.push_back({"reference", 100.0 * d.value("reference_fraction", 0.0), kReference});
+      g.bars.push_back({"reference", 100.0 * number(d, "reference_fraction"), kReference});
     }
-    const double t = d.value("threshold", 0.0);
-    if (t > 0) g.threshold_percent = 100.0 * (reference_run ? t : t * d.value("reference_fraction", 0.0));
+    const double t = number(d, "threshold");
+    if (t > 0) g.threshold_percent = 100.0 * (reference_run ? t : t * number(d, "reference_fraction"));
     groups.push_back(g);
   }
   return groups;
@@ -103,7 +118,7 @@ std::string ladder_svg(const nlohmann::json& scorecard) {
       << R"(" font-family="sans-serif" font-size="12">)" << '\n'
       << R"(<rect width="100%" height="100%" fill="white"/>)" << '\n'
       << R"(<text x=")" << left << R"(" y="22" font-size="16" font-weight="bold">)"
-      << escape("gpulab — lab " + scorecard.value("lab", std::string("?")) + ": performance") << "</text>\n"
+      << escape("gpulab — lab " + text(scorecard, "lab", "?") + ": performance") << "</text>\n"
       << R"(<text x=")" << left << R"(" y="40" fill="#555">)"
       << escape("each bar: bandwidth or throughput as a % of the baseline measured in the same run; red: the threshold")
       << "</text>\n";
@@ -148,28 +163,28 @@ std::string roofline_svg(const nlohmann::json& scorecard) {
   };
   std::vector<Point> points;
   double bandwidth = 0, peak = 0, max_intensity = 0;
-  for (const auto& c : scorecard.value("checks", nlohmann::json::array())) {
-    if (c.value("kind", "") != "performance") continue;
-    const auto& d = c.value("data", nlohmann::json::object());
-    const double ai = d.value("flops_per_byte", 0.0);
-    if (ai <= 0 || d.value("peak_gflops", 0.0) <= 0 || !d.contains("learner_value")) continue;
-    peak = std::max(peak, d.value("peak_gflops", 0.0));
+  for (const auto& c : checks_of(scorecard)) {
+    if (text(c, "kind", "") != "performance") continue;
+    const nlohmann::json d = object_of(c, "data");
+    const double ai = number(d, "flops_per_byte");
+    if (ai <= 0 || number(d, "peak_gflops") <= 0 || !d.contains("learner_value")) continue;
+    peak = std::max(peak, number(d, "peak_gflops"));
     // A figure in GFLOP/s is placed as it is; one in GB/s is turned into GFLOP/s by the intensity.
     // The slope: the measured copy bandwidth if recorded, else a bandwidth baseline.
-    const bool in_flops = d.value("unit", std::string()).find("FLOP/s") != std::string::npos;
+    const bool in_flops = text(d, "unit", "").find("FLOP/s") != std::string::npos;
     const double flops_per_value = in_flops ? 1.0 : ai;
-    if (d.value("peak_gbs", 0.0) > 0) {
-      bandwidth = std::max(bandwidth, d.value("peak_gbs", 0.0));
+    if (number(d, "peak_gbs") > 0) {
+      bandwidth = std::max(bandwidth, number(d, "peak_gbs"));
     } else if (!in_flops) {
-      bandwidth = std::max(bandwidth, d.value("baseline_value", 0.0));
+      bandwidth = std::max(bandwidth, number(d, "baseline_value"));
     }
     max_intensity = std::max(max_intensity, ai);
-    const bool reference_run = d.value("variant", "") == "ref";
-    const std::string name = c.value("name", "?");
-    points.push_back({name + (reference_run ? " (reference)" : " (yours)"), ai, flops_per_value * d.value("learner_value", 0.0),
+    const bool reference_run = text(d, "variant", "") == "ref";
+    const std::string name = text(c, "name", "?");
+    points.push_back({name + (reference_run ? " (reference)" : " (yours)"), ai, flops_per_value * number(d, "learner_value"),
                       reference_run ? kReference : kLearner});
     if (!reference_run && d.contains("reference_value")) {
-      points.push_back({name + " (reference)", ai, flops_per_value * d.value("reference_value", 0.0), kReference});
+      points.push_back({name + " (reference)", ai, flops_per_value * number(d, "reference_value"), kReference});
     }
   }
   if (points.empty() || bandwidth <= 0) return "";
@@ -185,7 +200,7 @@ std::string roofline_svg(const nlohmann::json& scorecard) {
       << R"(" font-family="sans-serif" font-size="12">)" << '\n'
       << R"(<rect width="100%" height="100%" fill="white"/>)" << '\n'
       << R"(<text x=")" << left << R"(" y="24" font-size="16" font-weight="bold">)"
-      << escape("Roofline — lab " + scorecard.value("lab", std::string("?")) + " (fp32, no tensor cores)") << "</text>\n";
+      << escape("Roofline — lab " + text(scorecard, "lab", "?") + " (fp32, no tensor cores)") << "</text>\n";
   for (double e = std::ceil(x_min); e <= x_max; e += 1) {
     svg << R"(<line x1=")" << num(X(std::pow(10, e))) << R"(" y1=")" << top << R"(" x2=")" << num(X(std::pow(10, e)))
         << R"(" y2=")" << height - bottom << R"(" stroke="#eee"/>)" << R"(<text x=")" << num(X(std::pow(10, e))) << R"(" y=")"

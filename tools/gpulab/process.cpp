@@ -13,12 +13,20 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 namespace gpulab::cli {
+namespace fs = std::filesystem;
 namespace {
 using Clock = std::chrono::steady_clock;
+
+/// The signal that asked the grader to stop, 0 if none (set by the handler, read by the loop).
+volatile std::sig_atomic_t g_interrupt = 0;
+
+extern "C" void on_interrupt(int signal) { g_interrupt = signal; }
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -78,6 +86,20 @@ void kill_all_descendants() {
 }
 }  // namespace
 
+Interrupted::Interrupted(int s) : std::runtime_error(std::string("interrupted by ") + strsignal(s)), signal(s) {}
+
+void install_interrupt_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;  // no SA_RESTART: poll() returns at once
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &action, nullptr);
+}
+
+void throw_if_interrupted() {
+  if (g_interrupt != 0) throw Interrupted(g_interrupt);
+}
+
 std::string ProcessResult::describe() const {
   if (failed_to_start) return "could not start";
   if (timed_out) return "timed out after " + std::to_string(static_cast<int>(seconds + 0.5)) + " s";
@@ -85,7 +107,36 @@ std::string ProcessResult::describe() const {
   return "exit " + std::to_string(exit_code);
 }
 
-ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
+bool sandbox_available() {
+  static const bool available = [] {
+    if (geteuid() != 0) return false;
+    ProcessOptions o;
+    o.timeout_s = 20;
+    return run_process({"unshare", "--mount", "--propagation", "private", "true"}, o).exited(0);
+  }();
+  return available;
+}
+
+namespace {
+/// @p argv run in a mount namespace of its own where each of @p paths is bound read-only.
+std::vector<std::string> sandboxed(const std::vector<std::string>& argv, const std::vector<std::string>& paths) {
+  std::string script;
+  for (std::size_t i = 0; i < paths.size(); ++i) script += "mount --bind -o ro \"$" + std::to_string(i + 1) + "\" \"$" + std::to_string(i + 1) + "\" && ";
+  script += "shift " + std::to_string(paths.size()) + " && exec \"$@\"";
+  std::vector<std::string> out = {"unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh"};
+  out.insert(out.end(), paths.begin(), paths.end());
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+}  // namespace
+
+ProcessResult run_process(const std::vector<std::string>& plain_argv, const ProcessOptions& options) {
+  if (g_interrupt != 0) throw Interrupted(g_interrupt);
+  std::vector<std::string> existing;
+  for (const std::string& p : options.read_only) {
+    if (fs::exists(p)) existing.push_back(p);
+  }
+  const std::vector<std::string> argv = existing.empty() || !sandbox_available() ? plain_argv : sandboxed(plain_argv, existing);
   ProcessResult result;
   // Orphans of the command (processes whose parent died) are re-parented to us rather than to
   // init, so kill_all_descendants() can still find them.
@@ -133,6 +184,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
       if (got > 0) {
         result.output.append(buffer, static_cast<std::size_t>(got));
         if (options.echo) std::cout.write(buffer, got).flush();
+        if (options.on_output) options.on_output(std::string(buffer, static_cast<std::size_t>(got)));
         if (result.output.size() > 2 * options.keep_bytes) {
           result.output.erase(0, result.output.size() - options.keep_bytes);
         }
@@ -152,6 +204,15 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
       // The child is gone; anything it left behind in its group goes too, so that the pipe
       // closes and no orphan keeps running.
       kill(-pid, SIGKILL);
+    }
+    if (!reaped && g_interrupt != 0) {
+      // Told to stop: the command's group first, then anything of it that left the group (an
+      // MPI rank in a group of its own), all reaped before we go.
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      close(pipe_fds[0]);
+      kill_all_descendants();
+      throw Interrupted(g_interrupt);
     }
     if (!reaped && options.timeout_s > 0 && since(start) > options.timeout_s) {
       result.timed_out = true;

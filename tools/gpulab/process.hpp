@@ -3,7 +3,9 @@
 /// file, every process of the group killed at the end (no orphans). POSIX only.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,10 +29,31 @@ struct ProcessOptions {
   std::map<std::string, std::string> env;       ///< added to (and overriding) the environment
   std::string cwd;                              ///< "" = the current directory
   bool echo = false;                            ///< also copy the output to our stdout, live
+  std::function<void(const std::string&)> on_output;  ///< called with each piece of output as it comes
+  std::vector<std::string> read_only;           ///< paths the command may not change (a mount namespace; see sandbox_available)
   std::size_t keep_bytes = 1 << 20;
 };
 
-/// Runs argv[0] (searched in PATH) with arguments argv[1..].
+/// Runs argv[0] (searched in PATH) with arguments argv[1..]. Throws Interrupted when this process
+/// received SIGINT, SIGTERM or SIGHUP (after install_interrupt_handlers) while it ran: the
+/// command and everything below it were killed and reaped first.
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options = {});
+
+/// Whether commands can run with read-only paths here: as root, where `unshare --mount` works.
+bool sandbox_available();
+
+/// The grader was told to stop (Ctrl-C, a kill, a closed terminal).
+struct Interrupted : std::runtime_error {
+  explicit Interrupted(int signal);
+  int signal;
+};
+
+/// Makes SIGINT, SIGTERM and SIGHUP stop the grader cleanly: every process group it started is
+/// killed, reaped, and run_process throws Interrupted (main turns it into exit 130). The
+/// commands run in process groups of their own, so a terminal's Ctrl-C reaches only the grader,
+/// which forwards it: nothing it started is left running under init.
+void install_interrupt_handlers();
+/// Throws Interrupted when a stop signal has arrived (for loops that wait outside run_process).
+void throw_if_interrupted();
 
 }  // namespace gpulab::cli

@@ -61,7 +61,11 @@ nlohmann::json load_progress(const Paths& paths) {
   auto j = nlohmann::json::parse(read_text(file), nullptr, false);
   if (!j.is_object()) return nlohmann::json::object();
   for (auto& [number, entry] : j.items()) {
-    if (!entry.is_object() || entry.value("check", "") != signature(paths, entry)) entry = {{"tampered", true}};
+    if (!entry.is_object() || !entry.contains("check")) {
+      entry = {{"tampered", "recorded by an older gpulab: grade it again"}};
+    } else if (entry.value("check", "") != signature(paths, entry)) {
+      entry = {{"tampered", "its record was changed outside the grader"}};
+    }
   }
   return j;
 }
@@ -69,7 +73,7 @@ nlohmann::json load_progress(const Paths& paths) {
 std::string progress_line(const nlohmann::json& progress, const std::string& number) {
   if (!progress.contains(number)) return "not graded yet";
   const auto& p = progress[number];
-  if (p.contains("tampered")) return "not graded yet (its record was changed outside the grader)";
+  if (p.contains("tampered")) return "not graded yet (" + p.value("tampered", std::string("?")) + ")";
   const int passed = p.value("passed", 0), failed = p.value("failed", 0), not_run = p.value("not_run", 0);
   if (failed == 0 && not_run == 0) return "complete (" + p.value("date", "") + ")";
   if (failed == 0) return "complete where it can run here; " + std::to_string(not_run) + " checks need a GPU";

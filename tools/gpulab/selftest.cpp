@@ -2,6 +2,12 @@
 /// @brief The project's own test run (see selftest.hpp).
 #include "selftest.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <iostream>
 #include <set>
 
@@ -92,10 +98,50 @@ void grade_reference(const Paths& paths, const LabConfig& lab, Table& table) {
             "exit " + std::to_string(r.exit_code) + ": " + detail);
 }
 
+/// Grades the plant again in a process group of its own, sends SIGINT to that group once the
+/// submission's processes run (as Ctrl-C in a terminal would), and checks that the grader exits
+/// 130 and that no process of the submission survives. "" or what went wrong.
+std::string interrupted_grade_leaves_nothing(const Paths& paths, const LabConfig& lab, const Plant& plant, const fs::path& dir) {
+  const Variant* sub = lab.build.variant("sub");
+  if (sub == nullptr) return "no submission build";
+  const pid_t grader = fork();
+  if (grader == 0) {
+    setpgid(0, 0);
+    const int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, STDOUT_FILENO);
+    dup2(devnull, STDERR_FILENO);
+    const std::string cli = (paths.build / "bin" / "gpulab-cli").string(), ranks = std::to_string(plant.ranks.empty() ? 3 : plant.ranks.front());
+    execl(cli.c_str(), cli.c_str(), "grade", lab.number.c_str(), "--submission", dir.c_str(), "--ranks", ranks.c_str(), "--quiet",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(grader, grader);
+  bool started = false;
+  for (int k = 0; k < 600 && !started; ++k) {  // up to a minute for the build and the first case
+    started = !processes_running(sub->exe).empty();
+    usleep(100000);
+  }
+  usleep(500000);
+  kill(-grader, SIGINT);
+  int status = 0;
+  waitpid(grader, &status, 0);
+  usleep(200000);
+  const std::vector<int> left = processes_running(sub->exe);
+  for (int pid : left) kill(pid, SIGKILL);
+  if (!started) return "the submission's processes never started";
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 130) return "after Ctrl-C the grader ended with status " + std::to_string(status) + ", not exit 130";
+  if (!left.empty()) return std::to_string(left.size()) + " process(es) of the submission were still running after Ctrl-C";
+  return "";
+}
+
 void check_plant(const Paths& paths, const LabConfig& lab, const Plant& plant, bool gpu, Table& table) {
   const std::string row = "lab " + lab.number + " planted: " + plant.name;
   if (plant.needs_gpu && !gpu && !plant.has_without_gpu) {
     table.add(row, "skip", "needs a GPU");
+    return;
+  }
+  if (plant.needs_root && !sandbox_available()) {
+    table.add(row, "skip", "needs root (the read-only mounts of a mount namespace)");
     return;
   }
   const fs::path dir = paths.build / "planted" / lab.number / fs::path(plant.patch).stem();
@@ -105,9 +151,14 @@ void check_plant(const Paths& paths, const LabConfig& lab, const Plant& plant, b
   }
   const TreeHashes before = hash_tree(dir);
   std::cout << "selftest: grading planted submission \"" << plant.name << "\"\n";
+  const auto t0 = std::chrono::steady_clock::now();
   const GradeResult r = grade(paths, plant_grade_options(lab, plant, dir));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const Plant::Expect& expect = gpu || !plant.has_without_gpu ? plant.expect : plant.without_gpu;
   std::string problem = plant_verdict(plant, expect, r);
+  if (problem.empty() && plant.max_seconds > 0 && seconds > plant.max_seconds) {
+    problem = "the grade took " + std::to_string(static_cast<int>(seconds)) + " s, more than " + std::to_string(static_cast<int>(plant.max_seconds)) + " s";
+  }
   if (problem.empty() && hash_tree(dir) != before) problem = "grading changed the submission's files";
   if (problem.empty() && plant.no_leftovers) {
     for (const Check& c : r.checks()) {
@@ -118,7 +169,10 @@ void check_plant(const Paths& paths, const LabConfig& lab, const Plant& plant, b
     const Variant* sub = lab.build.variant("sub");
     if (problem.empty() && sub != nullptr && !processes_running(sub->exe).empty()) problem = "processes of " + sub->exe + " are still running";
   }
-  const std::string where = gpu || !plant.has_without_gpu ? "" : " (on the CPU emulator)";
+  if (problem.empty() && plant.interrupt) problem = interrupted_grade_leaves_nothing(paths, lab, plant, dir);
+  const std::string where = (gpu || !plant.has_without_gpu ? "" : " (on the CPU emulator)") +
+                            (plant.max_seconds > 0 ? " in " + std::to_string(static_cast<int>(seconds)) + " s" : "") +
+                            (plant.interrupt ? "; Ctrl-C during it left no process" : "");
   table.add(row, problem.empty() ? "pass" : "fail",
             !problem.empty() ? problem : expect.failed.empty() ? "graded as expected: exit " + std::to_string(r.exit_code) + where
                                                                : "caught: " + expect.failed + where);

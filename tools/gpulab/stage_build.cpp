@@ -21,11 +21,8 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 /// Builds @p targets; the check carries the compiler's own messages, with the learner's paths.
 Check build_check(GradeContext& ctx, const std::string& what, const std::vector<std::string>& targets) {
-  const bool tty = isatty(STDOUT_FILENO) != 0;
-  if (tty) std::cout << "  building " << what << " ..." << std::flush;
   const auto t0 = std::chrono::steady_clock::now();
-  const BuildResult b = build_targets(ctx.paths, targets);
-  if (tty) std::cout << "\r" << std::string(60, ' ') << "\r" << std::flush;
+  const BuildResult b = build_targets(ctx.paths, targets, false, ctx.options.quiet ? "" : "lab " + ctx.lab.number + " (" + what + ")");
   Check c;
   c.name = what;
   c.kind = Kind::kBuild;

@@ -128,9 +128,12 @@ void arm_guard(GradeContext& ctx) {
   std::vector<fs::path> artefacts;
   for (const std::string& f : ctx.lab.build.grader_files) artefacts.emplace_back(f);
   if (const Variant* emu_ref = ctx.lab.build.variant("emu_ref"); emu_ref != nullptr && fs::exists(emu_ref->exe)) artefacts.emplace_back(emu_ref->exe);
-  ctx.guard = TreeGuard(artefacts, {ctx.lab.tests, ctx.lab.solutions},
-                        {ctx.paths.state_dir() / "progress.json", ctx.paths.state_dir() / "hints.json"},
-                        ctx.paths.build / "grade" / ("snapshot-" + ctx.lab.number));
+  const std::vector<fs::path> documents = {ctx.paths.state_dir() / "progress.json", ctx.paths.state_dir() / "hints.json"};
+  ctx.guard = TreeGuard(artefacts, {ctx.lab.tests, ctx.lab.solutions}, documents, ctx.paths.build / "grade" / ("snapshot-" + ctx.lab.number));
+  if (!ctx.options.sandbox) return;
+  for (const fs::path& p : artefacts) ctx.read_only.push_back(p.string());
+  for (const fs::path& p : documents) ctx.read_only.push_back(p.string());
+  for (const fs::path& p : {ctx.lab.tests, ctx.lab.solutions, ctx.paths.build / "labinfo"}) ctx.read_only.push_back(p.string());
 }
 
 bool untampered(GradeContext& ctx, Scorecard& card) {

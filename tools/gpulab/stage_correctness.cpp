@@ -42,7 +42,7 @@ bool list_cases(GradeContext& ctx, Scorecard& card) {
 
 /// Runs @p c on @p exe (natively, or on the emulator) and judges it.
 Check run_and_judge(GradeContext& ctx, const CaseInfo& c, const std::string& exe, int w, bool emulated, const JudgeContext& judge) {
-  RunSpec spec{exe, c.name, w, judge.timeout_s, ctx.seed, ctx.log_dir, ctx.next_stem(), {}};
+  RunSpec spec{exe, c.name, w, judge.timeout_s, ctx.seed, ctx.log_dir, ctx.next_stem(), {}, ctx.read_only};
   return emulated ? emulate_case(c, exe, ctx.lab, spec, judge) : judge_case(c, run_case(spec), ctx.lab, judge);
 }
 

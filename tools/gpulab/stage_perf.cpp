@@ -80,7 +80,8 @@ Check measure_case(GradeContext& ctx, const CaseInfo& c) {
     for (const bool mine : {false, true}) {
       if (!mine && ctx.graded_is_reference()) continue;
       const double limit = mine && !ctx.graded_is_reference() ? derived_limit(reference_s, 10.0, kPerfLimitS) : kPerfLimitS;
-      RunSpec run{mine ? ctx.build().exe : ctx.reference().exe, c.name, ctx.perf_width(), limit, ctx.seed, ctx.log_dir, ctx.next_stem(), {}};
+      RunSpec run{mine ? ctx.build().exe : ctx.reference().exe, c.name, ctx.perf_width(), limit, ctx.seed, ctx.log_dir, ctx.next_stem(), {},
+                  ctx.read_only};
       const CaseRun r = run_case(run);
       check.seconds += r.process.seconds;
       if (!mine) reference_s = r.process.seconds;

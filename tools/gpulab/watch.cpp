@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "lab_config.hpp"
+#include "process.hpp"
 #include "progress.hpp"
 
 namespace gpulab::cli {
@@ -31,10 +32,15 @@ int watch(const Paths& paths, GradeOptions options, int max_runs, double poll_s)
     std::cout << "\n── gpulab watch: grading " << dir.string() << " ──\n";
     const GradeResult result = grade(paths, options);
     last_exit = result.exit_code;
-    if (options.submission.empty() && !options.solutions && options.cases.empty()) record_progress(paths, result, lab->number);
+    if (options.submission.empty() && !options.solutions && options.cases.empty() && options.ranks.empty()) {
+      record_progress(paths, result, lab->number);
+    }
     if (max_runs > 0 && ++runs >= max_runs) return last_exit;
     std::cout << "── waiting for a change in " << dir.string() << " (Ctrl-C to stop) ──" << std::endl;
-    for (std::string now = stamp(); now == seen; now = stamp()) std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
+    for (std::string now = stamp(); now == seen; now = stamp()) {
+      throw_if_interrupted();  // Ctrl-C while waiting: main exits 130
+      std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
+    }
     // Let the editor finish writing (several files, or write-then-rename) before grading.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     seen = stamp();
