@@ -36,7 +36,7 @@ double host_ms_since(std::chrono::steady_clock::time_point t0) {
 
 BenchResult bench(const std::function<void(cudaStream_t)>& work, const BenchOptions& options) {
   const cudaStream_t stream = options.stream;
-  // The flush buffer: twice the L2, written with a memset before each sample (outside the events).
+  // The flush buffer: twice the L2, written then read before each sample (outside the events).
   DeviceBuffer<unsigned char> flush;
   if (options.flush_l2) flush = DeviceBuffer<unsigned char>(2 * query_device().l2_bytes + (1 << 20));
 
@@ -49,13 +49,14 @@ BenchResult bench(const std::function<void(cudaStream_t)>& work, const BenchOpti
 
   EventPair events;
   BenchResult result;
+  const GpuState before = read_gpu_state();
   const auto sample_start = std::chrono::steady_clock::now();
   while (static_cast<int>(result.samples_ms.size()) < options.max_samples) {
     if (static_cast<int>(result.samples_ms.size()) >= options.min_samples &&
         host_ms_since(sample_start) > options.budget_ms) {
       break;
     }
-    if (options.flush_l2) CUDA_CHECK(cudaMemsetAsync(flush.data(), 0x5A, flush.bytes(), stream));
+    if (options.flush_l2) flush_l2(flush.data(), flush.bytes(), stream);
     CUDA_CHECK(cudaEventRecord(events.start, stream));
     work(stream);
     CUDA_CHECK_LAUNCH();
@@ -65,6 +66,7 @@ BenchResult bench(const std::function<void(cudaStream_t)>& work, const BenchOpti
     CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
     result.samples_ms.push_back(ms);
   }
+  result.gpu = gpu_state_between(before, read_gpu_state());
   result.median_ms = median(result.samples_ms);
   result.min_ms = *std::min_element(result.samples_ms.begin(), result.samples_ms.end());
   result.max_ms = *std::max_element(result.samples_ms.begin(), result.samples_ms.end());

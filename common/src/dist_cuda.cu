@@ -1,11 +1,10 @@
 /// @file dist_cuda.cu
 /// @brief Device backends of the Communicator: MPI with host staging, CUDA IPC (ranks sharing a
 /// GPU) and NCCL (one rank per GPU), and the choice between them.
-#include <cuda.h>          // CUresult, CUdeviceptr
-#include <cudaTypedefs.h>  // PFN_cuMemGetAddressRange
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -31,22 +30,6 @@ __global__ void add_kernel(float* __restrict__ dst, const float* __restrict__ sr
   }
 }
 
-/// cuMemGetAddressRange (the allocation an interior pointer belongs to), fetched through the
-/// runtime: linking the driver library directly would make every test program need
-/// libcuda.so.1 at load time, and so fail to start on machines without a driver.
-CUresult memory_range(CUdeviceptr* base, std::size_t* size, CUdeviceptr ptr) {
-  static PFN_cuMemGetAddressRange_v3020 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 3020, cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || f == nullptr) {
-      throw std::runtime_error("cuda-ipc: the driver has no cuMemGetAddressRange");
-    }
-    return reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(f);
-  }();
-  return fn(base, size, ptr);
-}
-
 /// Ranks on this node, and this rank's index among them.
 void local_rank_and_size(MPI_Comm comm, int& local_rank, int& local_size) {
   MPI_Comm local;
@@ -65,7 +48,10 @@ class DeviceCommunicator : public Communicator {
     local_rank_and_size(comm, local_rank, local_size);
     CUDA_CHECK(cudaGetDeviceCount(&devices));
     CUDA_CHECK(cudaSetDevice(local_rank % devices));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // A blocking stream: it waits for the legacy default stream, on which DeviceBuffer's uploads
+    // and the staging copies (pageable cudaMemcpy) run, so a comm.add never reads a buffer whose
+    // upload is still in flight (a non-blocking stream would race with them).
+    CUDA_CHECK(cudaStreamCreate(&stream_));
   }
   ~DeviceCommunicator() override { cudaStreamDestroy(stream_); }
 
@@ -156,27 +142,48 @@ class StagingCommunicator final : public DeviceCommunicator {
 };
 
 // ---------------------------------------------------------------------------------------------
-// kCudaIpc: ranks sharing a GPU. The receiver sends the sender an IPC handle of its buffer's
-// allocation (plus offset and count); the sender copies device-to-device straight into it and
-// answers "done". Control messages go over MPI; a progress loop inside wait() serves both
-// directions, so a ring where every rank waits on its receive first cannot deadlock.
+// kCudaIpc: ranks sharing a GPU. Each receiver lands messages from a peer in a buffer of its own
+// (a "landing" buffer per peer), exported once to that peer with cudaIpcGetMemHandle; the sender
+// copies device-to-device into it and answers "done"; the receiver then copies the message into
+// place. Control messages go over MPI; a progress loop inside wait() serves both directions, so
+// a ring where every rank waits on its receive first cannot deadlock.
+//
+// Lifetimes (the CUDA runtime's rules: a handle names one allocation, and an exporter must not
+// free memory an importer still has open): only the communicator's own landing buffers are ever
+// exported, never the caller's (whose addresses a later cudaMalloc may reuse). A landing buffer
+// that must grow is replaced by a new one of a new generation; the sender closes its mapping of
+// the old one before opening the new one and says so in its next "done", and only then is the
+// old one freed. Destruction is collective: imports are closed, every rank waits for every
+// other, then the landing buffers are freed. NCCL's own peer-to-peer path lands messages in
+// buffers of its own in the same way.
 // ---------------------------------------------------------------------------------------------
 
 constexpr int kTagReady = 101;
 constexpr int kTagDone = 102;
 
+/// Receiver → sender: where in which generation of the receiver's landing buffer to write.
 struct ReadyMessage {
   cudaIpcMemHandle_t handle;
-  std::uint64_t offset;
+  std::uint32_t generation;  ///< 1, 2, ...: a new one whenever the landing buffer was replaced
+  std::uint64_t offset;      ///< floats into the landing buffer
   std::uint64_t count;
+};
+
+/// Sender → receiver: written; and the generation the sender has open now (older ones are closed).
+struct DoneMessage {
+  std::uint32_t generation_open;
 };
 
 class IpcCommunicator final : public DeviceCommunicator {
  public:
-  explicit IpcCommunicator(MPI_Comm comm) : DeviceCommunicator(Backend::kCudaIpc, comm) {}
+  explicit IpcCommunicator(MPI_Comm comm) : DeviceCommunicator(Backend::kCudaIpc, comm), landing_(static_cast<std::size_t>(size_)),
+                                            imports_(static_cast<std::size_t>(size_)) {}
 
   ~IpcCommunicator() override {
-    for (auto& [key, ptr] : opened_) cudaIpcCloseMemHandle(ptr);
+    for (Import& i : imports_) {
+      if (i.ptr != nullptr) cudaIpcCloseMemHandle(i.ptr);
+    }
+    PMPI_Barrier(comm_);  // every importer has closed before any exporter frees (the landing buffers, below)
   }
 
   Request post_send(const float* buffer, std::size_t count, int dest) override {
@@ -202,24 +209,17 @@ class IpcCommunicator final : public DeviceCommunicator {
     Slot slot;
     slot.peer = source;
     slot.count = count;
+    slot.dst = buffer;
     const int id = next_slot_++;
     Slot& s = slots_.emplace(id, slot).first->second;
-    // The allocation that holds `buffer`: IPC handles name whole cudaMalloc allocations.
-    CUdeviceptr base = 0;
-    std::size_t size = 0;
-    const CUresult got = memory_range(&base, &size, reinterpret_cast<CUdeviceptr>(buffer));
-    if (got != CUDA_SUCCESS) throw std::runtime_error("cuda-ipc irecv: the buffer is not device memory from cudaMalloc");
-    auto cached = handles_.find(base);
-    if (cached == handles_.end()) {
-      cudaIpcMemHandle_t h;
-      CUDA_CHECK(cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base)));
-      cached = handles_.emplace(base, h).first;
-    }
-    s.ready.handle = cached->second;
-    s.ready.offset = reinterpret_cast<CUdeviceptr>(buffer) - base;
-    s.ready.count = count;
+    Peer& peer = landing_[static_cast<std::size_t>(source)];
+    Landing& l = room_for(peer, count);
+    s.generation = l.generation;
+    s.ready = {l.handle, l.generation, l.used, count};
+    l.used += count;
+    ++l.outstanding;
     MPI_CHECK(MPI_Isend(&s.ready, sizeof(ReadyMessage), MPI_BYTE, source, kTagReady, comm_, &s.control));
-    MPI_CHECK(MPI_Irecv(&s.done_byte, 1, MPI_BYTE, source, kTagDone, comm_, &s.done));
+    MPI_CHECK(MPI_Irecv(&s.done_message, sizeof(DoneMessage), MPI_BYTE, source, kTagDone, comm_, &s.done));
     Request r;
     r.backend_slot = id;
     r.pending = true;
@@ -227,7 +227,6 @@ class IpcCommunicator final : public DeviceCommunicator {
   }
 
   void complete(Request& request) override {
-    if (!request.pending) return;
     auto it = slots_.find(request.backend_slot);
     if (it == slots_.end()) throw std::logic_error("cuda-ipc: unknown request");
     Slot& s = it->second;
@@ -238,18 +237,36 @@ class IpcCommunicator final : public DeviceCommunicator {
     // Both control messages of the slot are complete before it is forgotten.
     MPI_CHECK(MPI_Wait(&s.control, MPI_STATUS_IGNORE));
     MPI_CHECK(MPI_Wait(&s.done, MPI_STATUS_IGNORE));
+    if (!s.send) landed(s);
     slots_.erase(it);
     request.pending = false;
   }
 
  private:
+  struct Landing {
+    DeviceBuffer<float> buffer;
+    cudaIpcMemHandle_t handle{};
+    std::uint32_t generation = 0;
+    std::size_t used = 0;  ///< floats handed out since it was last empty
+    int outstanding = 0;   ///< receives into it not yet landed
+  };
+  struct Peer {
+    Landing current;
+    std::vector<Landing> retired;  ///< replaced, until the sender has closed them and they are empty
+  };
+  struct Import {
+    std::uint32_t generation = 0;
+    void* ptr = nullptr;
+  };
   struct Slot {
     bool send = false;
     int peer = -1;
     const float* src = nullptr;
+    float* dst = nullptr;
     std::size_t count = 0;
+    std::uint32_t generation = 0;
     ReadyMessage ready{};
-    char done_byte = 0;
+    DoneMessage done_message{};
     MPI_Request control = MPI_REQUEST_NULL;  // send: the ready message in; recv: it out
     MPI_Request done = MPI_REQUEST_NULL;     // send: "done" out; recv: "done" in
     bool copied = false;
@@ -261,15 +278,51 @@ class IpcCommunicator final : public DeviceCommunicator {
     return flag != 0;
   }
 
-  void* open(int peer, const cudaIpcMemHandle_t& handle) {
-    std::string key(reinterpret_cast<const char*>(&handle), sizeof handle);
-    key += std::to_string(peer);
-    auto it = opened_.find(key);
-    if (it != opened_.end()) return it->second;
-    void* ptr = nullptr;
-    CUDA_CHECK(cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess));
-    opened_.emplace(key, ptr);
-    return ptr;
+  /// The landing buffer for @p count more floats from a peer: the current one, emptied when no
+  /// receive is outstanding, or a new generation twice as large.
+  Landing& room_for(Peer& peer, std::size_t count) {
+    Landing& l = peer.current;
+    if (l.outstanding == 0) l.used = 0;
+    if (l.generation != 0 && l.used + count <= l.buffer.size()) return l;
+    const std::size_t size = std::max({std::size_t{1} << 16, 2 * l.buffer.size(), l.used + count, count});
+    Landing fresh;
+    fresh.buffer = DeviceBuffer<float>(size);
+    CUDA_CHECK(cudaIpcGetMemHandle(&fresh.handle, fresh.buffer.data() - guard::kFrontBytes / sizeof(float)));
+    fresh.generation = l.generation + 1;
+    if (l.generation != 0) peer.retired.push_back(std::move(l));
+    peer.current = std::move(fresh);
+    return peer.current;
+  }
+
+  /// A receive's data has arrived in the landing buffer: copy it into place, then free what the
+  /// sender no longer maps.
+  void landed(Slot& s) {
+    Peer& peer = landing_[static_cast<std::size_t>(s.peer)];
+    Landing* l = s.generation == peer.current.generation ? &peer.current : nullptr;
+    for (Landing& r : peer.retired) {
+      if (r.generation == s.generation) l = &r;
+    }
+    if (l == nullptr) throw std::logic_error("cuda-ipc: a receive's landing buffer is gone");
+    if (s.count > 0) {
+      CUDA_CHECK(cudaMemcpyAsync(s.dst, l->buffer.data() + s.ready.offset, s.count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+    --l->outstanding;
+    const std::uint32_t open = s.done_message.generation_open;
+    peer.retired.erase(std::remove_if(peer.retired.begin(), peer.retired.end(),
+                                      [open](const Landing& r) { return r.outstanding == 0 && (open == 0 || r.generation < open); }),
+                       peer.retired.end());
+  }
+
+  /// The peer's landing buffer of this generation, mapped: an older mapping is closed first.
+  void* import(int peer, const ReadyMessage& ready) {
+    Import& i = imports_[static_cast<std::size_t>(peer)];
+    if (i.generation == ready.generation) return i.ptr;
+    if (i.ptr != nullptr) CUDA_CHECK(cudaIpcCloseMemHandle(i.ptr));
+    i.ptr = nullptr;
+    CUDA_CHECK(cudaIpcOpenMemHandle(&i.ptr, ready.handle, cudaIpcMemLazyEnablePeerAccess));
+    i.generation = ready.generation;
+    return i.ptr;
   }
 
   /// Serves pending sends, oldest first per destination (the receiver matches "done" messages
@@ -278,36 +331,32 @@ class IpcCommunicator final : public DeviceCommunicator {
     std::vector<int> blocked;  // destinations with an older send still waiting
     for (auto id_it = send_order_.begin(); id_it != send_order_.end();) {
       Slot& s = slots_.at(*id_it);
-      if (std::find(blocked.begin(), blocked.end(), s.peer) != blocked.end()) {
-        ++id_it;
-        continue;
-      }
-      if (!test(s.control)) {
+      if (std::find(blocked.begin(), blocked.end(), s.peer) != blocked.end() || !test(s.control)) {
         blocked.push_back(s.peer);
         ++id_it;
         continue;
       }
       if (s.ready.count != s.count) {
-        throw std::runtime_error("cuda-ipc: rank " + std::to_string(rank_) + " sends " + std::to_string(s.count) +
-                                 " floats to rank " + std::to_string(s.peer) + ", which receives " +
-                                 std::to_string(s.ready.count));
+        throw std::runtime_error("cuda-ipc: rank " + std::to_string(rank_) + " sends " + std::to_string(s.count) + " floats to rank " +
+                                 std::to_string(s.peer) + ", which receives " + std::to_string(s.ready.count));
       }
       if (s.count > 0) {
-        char* peer_base = static_cast<char*>(open(s.peer, s.ready.handle));
-        CUDA_CHECK(cudaMemcpyAsync(peer_base + s.ready.offset, s.src, s.count * sizeof(float),
-                                   cudaMemcpyDeviceToDevice, stream_));
+        // The landing buffer's data starts after DeviceBuffer's front guard band.
+        float* landing = static_cast<float*>(import(s.peer, s.ready)) + guard::kFrontBytes / sizeof(float);
+        CUDA_CHECK(cudaMemcpyAsync(landing + s.ready.offset, s.src, s.count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
         CUDA_CHECK(cudaStreamSynchronize(stream_));
       }
-      MPI_CHECK(MPI_Isend(&s.done_byte, 1, MPI_BYTE, s.peer, kTagDone, comm_, &s.done));
+      s.done_message.generation_open = imports_[static_cast<std::size_t>(s.peer)].generation;
+      MPI_CHECK(MPI_Isend(&s.done_message, sizeof(DoneMessage), MPI_BYTE, s.peer, kTagDone, comm_, &s.done));
       s.copied = true;
       id_it = send_order_.erase(id_it);
     }
   }
 
+  std::vector<Peer> landing_;     ///< as a receiver, per source rank (destroyed after the barrier above)
+  std::vector<Import> imports_;   ///< as a sender, the mapping of each destination's landing buffer
   std::map<int, Slot> slots_;
   std::deque<int> send_order_;
-  std::map<CUdeviceptr, cudaIpcMemHandle_t> handles_;
-  std::map<std::string, void*> opened_;
   int next_slot_ = 0;
 };
 

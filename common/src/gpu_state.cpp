@@ -8,6 +8,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
 #include "gpulab/device.hpp"
 
 namespace gpulab {
@@ -19,6 +24,11 @@ using NvmlByPci = int (*)(const char*, NvmlDevice*);
 using NvmlClock = int (*)(NvmlDevice, int, unsigned*);
 using NvmlTemperature = int (*)(NvmlDevice, int, unsigned*);
 using NvmlReasons = int (*)(NvmlDevice, unsigned long long*);
+struct NvmlViolationTime {
+  unsigned long long reference_time, violation_time;  // nvmlViolationTime_t, in ns
+};
+using NvmlViolation = int (*)(NvmlDevice, int, NvmlViolationTime*);
+constexpr int kNvmlPerfPolicyPower = 0, kNvmlPerfPolicyThermal = 1;  // nvmlPerfPolicyType_t
 
 constexpr int kNvmlSuccess = 0;
 constexpr int kNvmlClockSm = 1;         // NVML_CLOCK_SM
@@ -33,6 +43,7 @@ struct Nvml {
   NvmlClock clock = nullptr;
   NvmlTemperature temperature = nullptr;
   NvmlReasons reasons = nullptr;
+  NvmlViolation violation = nullptr;
   bool ok = false;
   Nvml() {
     void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -42,6 +53,7 @@ struct Nvml {
     clock = reinterpret_cast<NvmlClock>(dlsym(lib, "nvmlDeviceGetClockInfo"));
     temperature = reinterpret_cast<NvmlTemperature>(dlsym(lib, "nvmlDeviceGetTemperature"));
     reasons = reinterpret_cast<NvmlReasons>(dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons"));
+    violation = reinterpret_cast<NvmlViolation>(dlsym(lib, "nvmlDeviceGetViolationStatus"));
     ok = init != nullptr && by_pci != nullptr && clock != nullptr && temperature != nullptr && init() == kNvmlSuccess;
   }
 };
@@ -69,7 +81,38 @@ GpuState read_gpu_state() noexcept {
     if (bits & kSwPowerCap) add("power cap");
     if (bits & (kHwSlowdown | kHwPowerBrake)) add("hardware slowdown");
   }
+  NvmlViolationTime t{};
+  if (nvml.violation != nullptr && nvml.violation(handle, kNvmlPerfPolicyPower, &t) == kNvmlSuccess) state.power_violation_ns = t.violation_time;
+  if (nvml.violation != nullptr && nvml.violation(handle, kNvmlPerfPolicyThermal, &t) == kNvmlSuccess) state.thermal_violation_ns = t.violation_time;
   return state;
+}
+
+GpuState gpu_state_between(const GpuState& before, const GpuState& after) {
+  GpuState s;
+  s.available = before.available && after.available;
+  if (!s.available) return s;
+  s.sm_clock_mhz = std::min(before.sm_clock_mhz, after.sm_clock_mhz);
+  s.temperature_c = after.temperature_c;
+  s.power_violation_ns = after.power_violation_ns - std::min(after.power_violation_ns, before.power_violation_ns);
+  s.thermal_violation_ns = after.thermal_violation_ns - std::min(after.thermal_violation_ns, before.thermal_violation_ns);
+  std::vector<std::string> seen;
+  for (const std::string* list : {&before.slowdowns, &after.slowdowns}) {
+    std::size_t start = 0;
+    while (start < list->size()) {
+      const std::size_t comma = list->find(", ", start);
+      const std::string item = list->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (std::find(seen.begin(), seen.end(), item) == seen.end()) seen.push_back(item);
+      start = comma == std::string::npos ? list->size() : comma + 2;
+    }
+  }
+  char limited[96];
+  if (s.power_violation_ns > 0 || s.thermal_violation_ns > 0) {
+    std::snprintf(limited, sizeof limited, "limited %.1f ms by power and %.1f ms by temperature while timed", s.power_violation_ns / 1e6,
+                  s.thermal_violation_ns / 1e6);
+    seen.emplace_back(limited);
+  }
+  for (const std::string& item : seen) s.slowdowns += (s.slowdowns.empty() ? "" : ", ") + item;
+  return s;
 }
 
 }  // namespace gpulab

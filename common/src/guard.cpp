@@ -3,6 +3,7 @@
 #include "gpulab/guard.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <sstream>
 
 namespace gpulab {
@@ -24,17 +25,25 @@ unsigned char byte(std::size_t k, std::uint32_t seed) {
   return b == 0 ? 0xA5 : b;
 }
 
-void fill(unsigned char* front, unsigned char* back, std::uint32_t seed) {
-  // Byte k of each band counts outward from the data, so "offset 0" is the adjacent byte.
-  for (std::size_t k = 0; k < kFrontBytes; ++k) front[kFrontBytes - 1 - k] = byte(k, seed);
-  for (std::size_t k = 0; k < kBackBytes; ++k) back[k] = byte(k, seed ^ 0xB5u);
+std::size_t device_back_bytes() {
+  static const std::size_t bytes = [] {
+    const char* tight = std::getenv("GPULAB_GUARD_TIGHT");
+    return tight != nullptr && *tight != '\0' && *tight != '0' ? std::size_t{0} : kBackBytes;
+  }();
+  return bytes;
 }
 
-GuardReport check(const unsigned char* front, const unsigned char* back, std::uint32_t seed) {
+void fill(unsigned char* front, unsigned char* back, std::uint32_t seed, std::size_t back_bytes) {
+  // Byte k of each band counts outward from the data, so "offset 0" is the adjacent byte.
+  for (std::size_t k = 0; k < kFrontBytes; ++k) front[kFrontBytes - 1 - k] = byte(k, seed);
+  for (std::size_t k = 0; k < back_bytes; ++k) back[k] = byte(k, seed ^ 0xB5u);
+}
+
+GuardReport check(const unsigned char* front, const unsigned char* back, std::uint32_t seed, std::size_t back_bytes) {
   for (std::size_t k = 0; k < kFrontBytes; ++k) {
     if (front[kFrontBytes - 1 - k] != byte(k, seed)) return {false, true, k};
   }
-  for (std::size_t k = 0; k < kBackBytes; ++k) {
+  for (std::size_t k = 0; k < back_bytes; ++k) {
     if (back[k] != byte(k, seed ^ 0xB5u)) return {false, false, k};
   }
   return {};

@@ -62,6 +62,11 @@ void launch_transpose(TransposeKernel kernel, int rows_per_block, const float* i
                       int rows, int cols, cudaStream_t stream, const char* who) {
   if (rows < 0 || cols < 0) throw std::invalid_argument(std::string(who) + ": negative size");
   if (rows == 0 || cols == 0) return;
+  // gridDim.y is at most 65535: one block row per rows_per_block rows of in.
+  if ((static_cast<long long>(rows) + rows_per_block - 1) / rows_per_block > 65535) {
+    throw std::invalid_argument(std::string(who) + ": " + std::to_string(rows) + " rows need more than 65535 blocks in y (gridDim.y's limit); at most " +
+                                std::to_string(65535LL * rows_per_block) + " rows");
+  }
   const dim3 grid(ceil_div(cols, kTile), ceil_div(rows, rows_per_block));
   kernel<<<grid, dim3(kTile, kBlockRows), 0, stream>>>(in, out, rows, cols);
   CUDA_CHECK_LAUNCH();
@@ -136,11 +141,15 @@ void reduce_sum(SumRung rung, const float* x, std::size_t n, int threads, float*
     CUDA_CHECK(cudaMemsetAsync(result, 0, sizeof(float), stream));
     return;
   }
-  // The grid-stride rung launches only enough blocks to fill the GPU (2048 threads per SM).
-  int device = 0, sms = 0;
+  // The grid-stride rung launches only as many blocks as the GPU holds at once: the occupancy
+  // API counts the kernel's registers and shared memory against this GPU's limits (an H200 SM
+  // holds 2048 threads, an RTX 4090's 1536, a Turing's 1024).
+  int device = 0, sms = 0, per_sm = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const std::size_t resident_blocks = static_cast<std::size_t>(sms) * (2048 / threads);
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reduce_grid_stride_kernel, threads,
+                                                           static_cast<std::size_t>(threads / 32) * sizeof(float)));
+  const std::size_t resident_blocks = static_cast<std::size_t>(sms) * static_cast<std::size_t>(std::max(per_sm, 1));
   float* buffers[2] = {scratch, scratch + (n + 63) / 64 + 1};
   const float* in = x;
   std::size_t count = n;

@@ -160,12 +160,14 @@ void saxpy(float alpha, const float* x, const float* y, float* z, std::int64_t n
   if (n == 0) return;
   constexpr int kThreads = 256;
   if (max_blocks <= 0) {
-    // Enough blocks to fill every SM (8 × 256 = 2048 threads, the most an SM holds on recent
-    // GPUs); the grid-stride loop covers the rest of n.
-    int device = 0, sms = 0;
+    // Enough blocks to fill every SM once, as many as fit on each (the occupancy API: it counts
+    // this kernel's registers and the GPU's limits, e.g. 2048 threads per SM on an H200, 1536 on
+    // an RTX 4090, 1024 on Turing); the grid-stride loop covers the rest of n.
+    int device = 0, sms = 0, per_sm = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    max_blocks = 8LL * sms;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, saxpy_kernel, kThreads, 0));
+    max_blocks = static_cast<std::int64_t>(std::max(per_sm, 1)) * sms;
   }
   const Launch1D cfg = launch_config_1d(n, kThreads, max_blocks);
   saxpy_kernel<<<cfg.blocks, cfg.threads, 0, stream>>>(alpha, x, y, z, n);

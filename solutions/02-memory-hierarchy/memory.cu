@@ -66,15 +66,24 @@ __global__ void transpose_tiled_kernel(const float* __restrict__ in, float* __re
   __shared__ float tile[kTile][kTile];
   const int c0 = blockIdx.x * kTile;  // this block's tile: rows r0.., columns c0.. of in
   const int r0 = blockIdx.y * kTile;
-  for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
-    const int r = r0 + dy, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) tile[dy][threadIdx.x] = in[static_cast<std::size_t>(r) * cols + c];
+  // kTile / kBlockRows = 4 rows per thread, loaded into registers first: the 4 global loads are
+  // all in flight before the first shared-memory store (load, store, load, store waits for each
+  // load in turn: one load in flight per thread).
+  float v[kTile / kBlockRows];
+#pragma unroll
+  for (int k = 0; k < kTile / kBlockRows; ++k) {
+    const int r = r0 + static_cast<int>(threadIdx.y) + k * kBlockRows, c = c0 + threadIdx.x;
+    v[k] = r < rows && c < cols ? in[static_cast<std::size_t>(r) * cols + c] : 0.0f;
   }
+#pragma unroll
+  for (int k = 0; k < kTile / kBlockRows; ++k) tile[threadIdx.y + k * kBlockRows][threadIdx.x] = v[k];
   __syncthreads();  // the whole tile is loaded before any thread reads another's element
   // out[c0 + dy][r0 + x] = in[r0 + x][c0 + dy] = tile[x][dy]: consecutive threads now write
   // consecutive columns of out (coalesced) and read a *column* of the tile: word 32·x + dy, all
   // in bank dy — a 32-way bank conflict.
-  for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
+#pragma unroll
+  for (int k = 0; k < kTile / kBlockRows; ++k) {
+    const int dy = static_cast<int>(threadIdx.y) + k * kBlockRows;
     const int out_r = c0 + dy, out_c = r0 + threadIdx.x;
     if (out_r < cols && out_c < rows) out[static_cast<std::size_t>(out_r) * rows + out_c] = tile[threadIdx.x][dy];
   }
@@ -89,12 +98,18 @@ __global__ void transpose_padded_kernel(const float* __restrict__ in, float* __r
   __shared__ float tile[kTile][kTile + 1];
   const int c0 = blockIdx.x * kTile;
   const int r0 = blockIdx.y * kTile;
-  for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
-    const int r = r0 + dy, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) tile[dy][threadIdx.x] = in[static_cast<std::size_t>(r) * cols + c];
+  float v[kTile / kBlockRows];  // 4 loads in flight per thread, as in 02.3
+#pragma unroll
+  for (int k = 0; k < kTile / kBlockRows; ++k) {
+    const int r = r0 + static_cast<int>(threadIdx.y) + k * kBlockRows, c = c0 + threadIdx.x;
+    v[k] = r < rows && c < cols ? in[static_cast<std::size_t>(r) * cols + c] : 0.0f;
   }
+#pragma unroll
+  for (int k = 0; k < kTile / kBlockRows; ++k) tile[threadIdx.y + k * kBlockRows][threadIdx.x] = v[k];
   __syncthreads();
-  for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
+#pragma unroll
+  for (int k = 0; k < kTile / kBlockRows; ++k) {
+    const int dy = static_cast<int>(threadIdx.y) + k * kBlockRows;
     const int out_r = c0 + dy, out_c = r0 + threadIdx.x;
     if (out_r < cols && out_c < rows) out[static_cast<std::size_t>(out_r) * rows + out_c] = tile[threadIdx.x][dy];
   }
@@ -112,6 +127,11 @@ void launch_transpose(TransposeKernel kernel, int rows_per_block, const float* i
                       int rows, int cols, cudaStream_t stream, const char* who) {
   if (rows < 0 || cols < 0) throw std::invalid_argument(std::string(who) + ": negative size");
   if (rows == 0 || cols == 0) return;
+  // gridDim.y is at most 65535: one block row per rows_per_block rows of in.
+  if ((static_cast<long long>(rows) + rows_per_block - 1) / rows_per_block > 65535) {
+    throw std::invalid_argument(std::string(who) + ": " + std::to_string(rows) + " rows need more than 65535 blocks in y (gridDim.y's limit); at most " +
+                                std::to_string(65535LL * rows_per_block) + " rows");
+  }
   const dim3 grid(ceil_div(cols, kTile), ceil_div(rows, rows_per_block));
   kernel<<<grid, dim3(kTile, kBlockRows), 0, stream>>>(in, out, rows, cols);
   CUDA_CHECK_LAUNCH();
@@ -240,11 +260,15 @@ void reduce_sum(SumRung rung, const float* x, std::size_t n, int threads, float*
     CUDA_CHECK(cudaMemsetAsync(result, 0, sizeof(float), stream));
     return;
   }
-  // The grid-stride rung launches only enough blocks to fill the GPU (2048 threads per SM).
-  int device = 0, sms = 0;
+  // The grid-stride rung launches only as many blocks as the GPU holds at once: the occupancy
+  // API counts the kernel's registers and shared memory against this GPU's limits (an H200 SM
+  // holds 2048 threads, an RTX 4090's 1536, a Turing's 1024).
+  int device = 0, sms = 0, per_sm = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const std::size_t resident_blocks = static_cast<std::size_t>(sms) * (2048 / threads);
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reduce_grid_stride_kernel, threads,
+                                                           static_cast<std::size_t>(threads / 32) * sizeof(float)));
+  const std::size_t resident_blocks = static_cast<std::size_t>(sms) * static_cast<std::size_t>(std::max(per_sm, 1));
   float* buffers[2] = {scratch, scratch + (n + 63) / 64 + 1};
   const float* in = x;
   std::size_t count = n;
@@ -298,9 +322,22 @@ __global__ void histogram_shared_kernel(const std::uint8_t* __restrict__ data, s
   for (int b = threadIdx.x; b < kBins; b += blockDim.x) local[b] = 0;
   __syncthreads();
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    atomicAdd(&local[data[i]], 1u);  // shared-memory atomics: on-SM, far cheaper than L2's
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  // 16 bytes per load (one 128-bit load, 16 shared-memory atomics), not one byte: a byte per
+  // load leaves the memory system mostly idle. Bytes before the first 16-byte boundary and after
+  // the last whole word are counted one at a time.
+  const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(data) % 16) % 16;
+  const std::size_t lead = head < n ? head : n;
+  const std::size_t words = (n - lead) / 16;
+  const uint4* vec = reinterpret_cast<const uint4*>(data + lead);
+  for (std::size_t w = first; w < words; w += stride) {
+    const uint4 v = vec[w];
+    const unsigned parts[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int q = 0; q < 16; ++q) atomicAdd(&local[(parts[q / 4] >> (8 * (q % 4))) & 0xFFu], 1u);  // on-SM atomics: far cheaper than L2's
   }
+  for (std::size_t i = first; i < lead; i += stride) atomicAdd(&local[data[i]], 1u);
+  for (std::size_t i = lead + words * 16 + first; i < n; i += stride) atomicAdd(&local[data[i]], 1u);
   __syncthreads();
   for (int b = threadIdx.x; b < kBins; b += blockDim.x) {
     if (local[b] != 0) atomicAdd(&bins[b], local[b]);  // one global atomic per bin per block

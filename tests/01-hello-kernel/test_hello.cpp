@@ -422,7 +422,7 @@ void measure_streaming(const std::string& metric, double bytes_per_element, doub
                                        {"kernels", gpulab::testing::launched_kernels([&](cudaStream_t s) {
                                           work(dx.data(), dy.data(), dz.data(), static_cast<std::int64_t>(n), s);
                                         })},
-                                       {"gpu_state", gpulab::testing::gpu_state_fields()}});
+                                       {"gpu_state", gpulab::testing::gpu_state_fields(r)}});
 }
 }  // namespace
 
@@ -441,4 +441,36 @@ TEST_CASE("saxpy bandwidth", "[gpu][perf]") {
         lab01::saxpy(kAlpha, x, y, z, n, 0, s);
       },
       [](float x, float y) { return static_cast<double>(kAlpha) * x + y; }, 2.0);
+}
+
+TEST_CASE("rgb_to_grey bandwidth", "[gpu][perf][01.6]") {
+  // The 2D kernel is memory-bound: 12 bytes read and 4 written per pixel, 5 FLOPs. An image of
+  // 8192 columns, as many rows as fit the bandwidth problem size (≥ 4 × L2 where memory allows).
+  const int width = 8192;
+  const std::size_t per_array = gpulab::bandwidth_problem_elements(sizeof(float), 4);
+  const int height = static_cast<int>(std::max<std::size_t>(1, per_array / width));
+  const std::size_t pixels = static_cast<std::size_t>(width) * height;
+  Rng rng = Rng::for_test("grey perf");
+  const std::vector<float> rgb = rng.uniform_vector(3 * pixels, 0.0f, 1.0f);
+  DeviceBuffer<float> drgb(rgb), dgrey(pixels);
+  dgrey.fill(kNaN);
+  lab01::rgb_to_grey(drgb.data(), dgrey.data(), width, height);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> grey = dgrey.download();
+  std::size_t wrong = 0;
+  for (std::size_t p = 0; p < pixels; p += 7919) {  // a prime stride samples every column phase
+    const double want = double{lab01::kLumaR} * rgb[3 * p] + double{lab01::kLumaG} * rgb[3 * p + 1] + double{lab01::kLumaB} * rgb[3 * p + 2];
+    wrong += !(std::fabs(grey[p] - want) <= 4.0 * kFp32UnitRoundoff * want + 1e-30);
+  }
+  check_fact(wrong == 0, "rgb_to_grey " + std::to_string(width) + "x" + std::to_string(height) + " (verified before timing)",
+             std::to_string(wrong) + " sampled pixels wrong");
+  const gpulab::BenchResult r = gpulab::bench([&](cudaStream_t s) { lab01::rgb_to_grey(drgb.data(), dgrey.data(), width, height, s); });
+  const double gbs = gpulab::gb_per_s(16.0 * static_cast<double>(pixels), r.median_ms);
+  gpulab::testing::record_performance("rgb_to_grey", gbs, "GB/s", gpulab::measure_d2d_memcpy_gbs(pixels * sizeof(float)), "D2D cudaMemcpy",
+                                      {{"pixels", pixels}, {"timing", r.describe()}, {"flops_per_byte", 5.0 / 16.0},
+                                       {"peaks", gpulab::testing::peak_fields()},
+                                       {"kernels", gpulab::testing::launched_kernels([&](cudaStream_t s) {
+                                          lab01::rgb_to_grey(drgb.data(), dgrey.data(), width, height, s);
+                                        })},
+                                       {"gpu_state", gpulab::testing::gpu_state_fields(r)}});
 }

@@ -26,6 +26,8 @@ int bank_conflict_ways(const std::array<std::uint32_t, 32>& word_of_lane);
 /// TODO(02.2) one thread per element, straight from global memory;
 /// TODO(02.3) through a 32 × 32 shared-memory tile, so both global reads and writes coalesce;
 /// TODO(02.4) the same tile padded to remove the bank conflicts of reading it by column.
+/// All three throw std::invalid_argument for negative sizes; transpose_naive also for more than
+/// 65535 × 8 = 524 280 rows (its blocks cover 8 rows each, and gridDim.y is at most 65535).
 void transpose_naive(const float* in, float* out, int rows, int cols, cudaStream_t stream = 0);
 void transpose_tiled(const float* in, float* out, int rows, int cols, cudaStream_t stream = 0);
 void transpose_padded(const float* in, float* out, int rows, int cols, cudaStream_t stream = 0);

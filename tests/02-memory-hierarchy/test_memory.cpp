@@ -112,6 +112,18 @@ void check_transpose(TransposeFn fn, const std::string& name) {
 }
 }  // namespace
 
+TEST_CASE("transpose_naive refuses more rows than its grid can hold", "[cpu]") {
+  // Given code, checked so that the limit the header states holds: 8 rows per block, gridDim.y ≤ 65535.
+  bool threw = false;
+  try {
+    lab02::transpose_naive(nullptr, nullptr, 65535 * 8 + 1, 1, nullptr);
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
+  check_fact(threw, "transpose_naive with 524 281 rows throws std::invalid_argument", threw ? "threw" : "did not throw",
+             "gridDim.y is at most 65535");
+}
+
 TEST_CASE("transpose_naive is exact on awkward shapes", "[gpu][02.2]") { check_transpose(&lab02::transpose_naive, "transpose_naive"); }
 TEST_CASE("transpose_tiled is exact on awkward shapes", "[gpu][02.3]") { check_transpose(&lab02::transpose_tiled, "transpose_tiled"); }
 TEST_CASE("transpose_padded is exact on awkward shapes", "[gpu][02.4]") { check_transpose(&lab02::transpose_padded, "transpose_padded"); }
@@ -207,23 +219,29 @@ void check_histogram(HistogramFn fn, const std::string& name) {
   for (std::size_t n : sizes) {
     if (gpulab::testing::small_run() && n > 65537) continue;
     for (int kind = 0; kind < 3; ++kind) {
-      Rng rng = Rng::for_test(name + std::to_string(n) + kinds[kind]);
-      std::vector<std::uint8_t> data(n);
+     // The data may start anywhere: at a 256-byte boundary, or 3 bytes past one (a kernel that
+     // reads wide words must count the bytes before the first boundary and after the last word).
+     for (std::size_t offset : {std::size_t{0}, std::size_t{3}}) {
+      if (offset > 0 && (n < 255 || kind != 0)) continue;
+      Rng rng = Rng::for_test(name + std::to_string(n) + kinds[kind] + std::to_string(offset));
+      std::vector<std::uint8_t> data(n + offset);
       for (auto& b : data) {
         b = kind == 0 ? static_cast<std::uint8_t>(rng.integer(0, 255))
                       : kind == 1 ? std::uint8_t{200} : static_cast<std::uint8_t>(rng.integer(0, 1) ? 3 : 250);
       }
       std::vector<unsigned int> want(lab02::kBins, 0);
-      for (auto b : data) ++want[b];
+      for (std::size_t i = offset; i < data.size(); ++i) ++want[data[i]];
       DeviceBuffer<std::uint8_t> ddata(data);
       DeviceBuffer<unsigned int> bins(lab02::kBins);
       bins.fill_bytes(0xAB);  // the function must set every bin, not only add to it
-      fn(ddata.data(), n, bins.data(), nullptr);
+      fn(ddata.data() + offset, n, bins.data(), nullptr);
       CUDA_CHECK(cudaDeviceSynchronize());
-      check_result(gpulab::compare_bitwise(bins.download(), want), name + " n=" + std::to_string(n) + " " + kinds[kind],
+      check_result(gpulab::compare_bitwise(bins.download(), want),
+                   name + " n=" + std::to_string(n) + " " + kinds[kind] + (offset ? " at an odd address" : ""),
                    "bins start at zero (the function sets them); every byte adds exactly one (atomicAdd)");
       check_guards(bins, "bins");
       check_unmodified(ddata, data, "data");
+     }
     }
   }
 }
@@ -247,9 +265,10 @@ int transpose_side() {
   return side;
 }
 
-double transpose_gbs(TransposeFn fn, const DeviceBuffer<float>& in, DeviceBuffer<float>& out, int side, std::string* timing = nullptr) {
+double transpose_gbs(TransposeFn fn, const DeviceBuffer<float>& in, DeviceBuffer<float>& out, int side,
+                     gpulab::BenchResult* timed = nullptr) {
   const gpulab::BenchResult r = gpulab::bench([&](cudaStream_t s) { fn(in.data(), out.data(), side, side, s); });
-  if (timing != nullptr) *timing = r.describe();
+  if (timed != nullptr) *timed = r;
   return gpulab::gb_per_s(2.0 * sizeof(float) * side * static_cast<double>(side), r.median_ms);  // read + write
 }
 }  // namespace
@@ -273,20 +292,20 @@ TEST_CASE("transpose bandwidth", "[gpu][perf]") {
              std::to_string(wrong) + " sampled elements wrong");
   const double naive = transpose_gbs(&lab02::transpose_naive, din, dout, side);
   const double tiled = transpose_gbs(&lab02::transpose_tiled, din, dout, side);
-  std::string timing;
-  const double padded = transpose_gbs(&lab02::transpose_padded, din, dout, side, &timing);
+  gpulab::BenchResult timed;
+  const double padded = transpose_gbs(&lab02::transpose_padded, din, dout, side, &timed);
   char note[200];
   std::snprintf(note, sizeof note, "rungs: naive %.0f GB/s, tiled %.0f GB/s, padded %.0f GB/s (padded/tiled %.2fx)",
                 naive, tiled, padded, tiled > 0 ? padded / tiled : 0.0);
   gpulab::testing::record_performance("transpose_padded", padded, "GB/s", memcpy_gbs_for(count * sizeof(float)), "D2D cudaMemcpy",
-                                      {{"side", side}, {"naive_gbs", naive}, {"tiled_gbs", tiled}, {"note", note}, {"timing", timing},
+                                      {{"side", side}, {"naive_gbs", naive}, {"tiled_gbs", tiled}, {"note", note}, {"timing", timed.describe()},
                                        {"kernels", gpulab::testing::launched_kernels([&](cudaStream_t s) {
                                           lab02::transpose_padded(din.data(), dout.data(), side, side, s);
                                         })},
                                        {"rungs", nlohmann::json::array({nlohmann::json::array({"naive", naive}),
                                                                         nlohmann::json::array({"tiled", tiled}),
                                                                         nlohmann::json::array({"padded", padded})})},
-                                       {"gpu_state", gpulab::testing::gpu_state_fields()}});
+                                       {"gpu_state", gpulab::testing::gpu_state_fields(timed)}});
 }
 
 TEST_CASE("padding beats the unpadded tile", "[gpu][timing][02.3][02.4]") {
@@ -329,7 +348,7 @@ TEST_CASE("reduction bandwidth", "[gpu][perf]") {
                                           lab02::reduce_sum(lab02::SumRung::kGridStride, dx.data(), n, 256, scratch.data(),
                                                             result.data(), s);
                                         })},
-                                       {"gpu_state", gpulab::testing::gpu_state_fields()}});
+                                       {"gpu_state", gpulab::testing::gpu_state_fields(r)}});
 }
 
 TEST_CASE("histogram bandwidth", "[gpu][perf]") {
@@ -351,7 +370,7 @@ TEST_CASE("histogram bandwidth", "[gpu][perf]") {
                                        {"kernels", gpulab::testing::launched_kernels([&](cudaStream_t s) {
                                           lab02::histogram_shared(ddata.data(), n, bins.data(), s);
                                         })},
-                                       {"gpu_state", gpulab::testing::gpu_state_fields()}});
+                                       {"gpu_state", gpulab::testing::gpu_state_fields(r)}});
 }
 
 TEST_CASE("bandwidth against stride", "[gpu][timing]") {

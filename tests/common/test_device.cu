@@ -161,3 +161,23 @@ TEST_CASE("launched kernels are found by capture with their attributes and occup
   REQUIRE(failed.is_object());
   CHECK(failed.value("error", std::string()) == "the launch threw: no launch");
 }
+
+TEST_CASE("the GPU state across a timed loop keeps the lower clock and the limited time in between", "[cpu]") {
+  gpulab::GpuState before, after;
+  before.available = after.available = true;
+  before.sm_clock_mhz = 1980;
+  after.sm_clock_mhz = 1755;
+  after.temperature_c = 81;
+  before.slowdowns = "power cap";
+  after.slowdowns = "thermal, power cap";
+  before.power_violation_ns = 5'000'000;
+  after.power_violation_ns = 17'500'000;
+  before.thermal_violation_ns = after.thermal_violation_ns = 0;
+  const gpulab::GpuState s = gpulab::gpu_state_between(before, after);
+  CHECK(s.sm_clock_mhz == 1755);
+  CHECK(s.temperature_c == 81);
+  CHECK(s.power_violation_ns == 12'500'000);
+  CHECK(s.slowdowns == "power cap, thermal, limited 12.5 ms by power and 0.0 ms by temperature while timed");
+  before.available = false;
+  CHECK_FALSE(gpulab::gpu_state_between(before, after).available);
+}

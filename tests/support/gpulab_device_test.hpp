@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gpulab/bench.hpp"
 #include "gpulab/check.hpp"
 
 #include "gpulab/compare.hpp"
@@ -39,12 +40,15 @@ void check_unmodified(const DeviceBuffer<T>& buffer, const std::vector<T>& origi
   check_guards(buffer, name);
 }
 
-/// The GPU's clock, temperature and slowdowns right now, as record fields (empty without NVML).
-/// Performance tests add them to their records; the grader warns when the GPU was slowing down.
-inline nlohmann::json gpu_state_fields() {
-  const GpuState s = read_gpu_state();
+/// The GPU's clock, temperature and slowdowns across the timed samples of @p timed (bench()
+/// reads NVML before and after them, violation counters included), as record fields (empty
+/// without NVML). Performance tests add them to their records; the grader warns when the GPU was
+/// held back while it was timed.
+inline nlohmann::json gpu_state_fields(const BenchResult& timed) {
+  const GpuState& s = timed.gpu;
   if (!s.available) return nlohmann::json::object();
-  return {{"sm_clock_mhz", s.sm_clock_mhz}, {"temperature_c", s.temperature_c}, {"slowdowns", s.slowdowns}};
+  return {{"sm_clock_mhz", s.sm_clock_mhz}, {"temperature_c", s.temperature_c}, {"slowdowns", s.slowdowns},
+          {"power_limited_ms", s.power_violation_ns / 1e6}, {"thermal_limited_ms", s.thermal_violation_ns / 1e6}};
 }
 
 /// This device's measured ceilings (gpulab/peaks.hpp: cached per device) as record fields: the

@@ -11,8 +11,14 @@
 /// blocks and speed are not emulated.
 #pragma once
 
+#include <cxxabi.h>
 #include <dlfcn.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
+
+#include <map>
 
 #include <algorithm>
 #include <chrono>
@@ -35,6 +41,10 @@ struct alignas(16) float4 {
   float x, y, z, w;
 };
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 using cudaStream_t = void*;
 
 #define __global__
@@ -56,6 +66,7 @@ struct Fiber {
   std::unique_ptr<char[]> stack;
   State state = State::kRunning;
   dim3 id;
+  unsigned mask = 0;  ///< the mask of the warp-level call it waits at
 };
 
 inline constexpr std::size_t kStackBytes = 1 << 16;
@@ -63,10 +74,19 @@ inline ucontext_t scheduler;
 inline Fiber* current = nullptr;
 inline std::function<void()> kernel_call;
 inline std::vector<unsigned char> dynamic_shared_memory;  // `extern __shared__` arrays of the launch
-inline unsigned long long warp_exchange[32][32];          // [warp][lane]: values passed by shuffles
+
+/// A fault a thread found (a bad shuffle mask, an exception from device code): the block stops and
+/// the launch reports it.
+inline std::string thread_error;
+
+inline void fail_here(const std::string& what);
 
 inline void fiber_entry() {
-  kernel_call();
+  try {
+    kernel_call();
+  } catch (const std::exception& e) {
+    fail_here(std::string("an exception in device code: ") + e.what());
+  }
   current->state = State::kDone;
 }
 
@@ -81,6 +101,16 @@ inline void warp_sync() {
   swapcontext(&current->context, &scheduler);
 }
 
+/// The running thread as text: "block (1, 0, 0), thread (33, 0, 0)".
+inline std::string where_am_i();
+
+/// Records @p what for the running thread and ends it: the scheduler then stops the launch.
+inline void fail_here(const std::string& what) {
+  if (thread_error.empty()) thread_error = what + " (" + where_am_i() + ")";
+  current->state = State::kDone;
+  swapcontext(&current->context, &scheduler);
+}
+
 /// EMU_ORDER=reverse runs the threads of each step last to first: a hazard between threads that
 /// the forward order hides (a thread reading what a later one writes in the same step) shows.
 inline bool reverse_order() {
@@ -92,6 +122,80 @@ inline bool reverse_order() {
 }
 
 inline unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+
+inline std::string where_am_i() {
+  char text[160];
+  std::snprintf(text, sizeof text, "block (%u, %u, %u), thread (%u, %u, %u)", blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
+                threadIdx.y, threadIdx.z);
+  return text;
+}
+
+/// The kernel being run, for the fault handler's message (dladdr names it).
+inline const void* running_kernel = nullptr;
+
+/// A read or write outside every allocation ends the process with where it happened: the
+/// emulator's second run places each allocation's end against an inaccessible page, so one
+/// element past the end faults (a GPU would read the next allocation or garbage, silently).
+inline void on_fault(int signal) {
+  char text[400];
+  Dl_info info{};
+  const char* mangled = running_kernel != nullptr && dladdr(running_kernel, &info) != 0 && info.dli_sname ? info.dli_sname : "?";
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);  // not async-signal-safe: we exit anyway
+  const char* kernel = demangled != nullptr ? demangled : mangled;
+  const int n = running_kernel == nullptr
+                    ? std::snprintf(text, sizeof text, "emulate: %s outside device memory, in host code\n", signal == SIGSEGV ? "an access" : "a fault")
+                    : std::snprintf(text, sizeof text,
+                                    "emulate: a read or write outside the buffers it was given, in kernel %s, %s "
+                                    "(an index past the end of an array?)\n",
+                                    kernel, where_am_i().c_str());
+  if (n > 0) (void)!write(2, text, static_cast<std::size_t>(n));
+  _exit(1);
+}
+
+inline void install_fault_handler() {
+  static bool installed = [] {
+    static char alternate[1 << 16];  // the fibers' stacks are small: handle faults on a stack of its own
+    stack_t ss{};
+    ss.ss_sp = alternate;
+    ss.ss_size = sizeof alternate;
+    sigaltstack(&ss, nullptr);
+    struct sigaction action {};
+    action.sa_handler = on_fault;
+    action.sa_flags = SA_ONSTACK;
+    sigaction(SIGSEGV, &action, nullptr);
+    sigaction(SIGBUS, &action, nullptr);
+    return true;
+  }();
+  (void)installed;
+}
+
+/// The most static + dynamic shared memory a block may use: 48 KB unless the kernel was allowed
+/// more with cudaFuncSetAttribute (as on a GPU), per kernel.
+inline std::vector<std::pair<const void*, std::size_t>>& dynamic_smem_limits() {
+  static std::vector<std::pair<const void*, std::size_t>> limits;
+  return limits;
+}
+inline std::size_t static_shared_of(const void* kernel);
+
+/// What a GPU refuses at launch, as cudaGetLastError would say it.
+inline void check_launch(dim3 grid, dim3 block, std::size_t smem, const void* kernel) {
+  const unsigned long long threads = static_cast<unsigned long long>(block.x) * block.y * block.z;
+  std::string why;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) why = "a grid with 0 blocks";
+  else if (grid.y > 65535 || grid.z > 65535) why = "gridDim.y or gridDim.z above 65535";
+  else if (threads == 0 || threads > 1024) why = "a block of " + std::to_string(threads) + " threads (1 to 1024)";
+  else if (block.x > 1024 || block.y > 1024 || block.z > 64) why = "a block dimension above its limit (1024, 1024, 64)";
+  std::size_t allowed = 48 * 1024;
+  for (const auto& [k, limit] : dynamic_smem_limits()) {
+    if (k == kernel) allowed = std::max(allowed, limit + static_shared_of(kernel));
+  }
+  if (why.empty() && static_shared_of(kernel) + smem > allowed) {
+    why = std::to_string(static_shared_of(kernel) + smem) + " bytes of shared memory per block (the limit is " + std::to_string(allowed) +
+          "; more needs cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ...))";
+  }
+  if (!why.empty()) throw std::runtime_error("emulate: invalid launch configuration: " + why + " (a GPU would refuse it)");
+}
 
 template <class T>
 T* dynamic_shared() {
@@ -117,10 +221,11 @@ struct Launch {
   }
 
   void run(std::function<void()> call) {
-    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x * block.y * block.z == 0 || block.x * block.y * block.z > 1024) {
-      throw std::runtime_error("emulate: invalid launch configuration (a GPU would refuse it)");
-    }
+    check_launch(grid, block, smem, kernel);
     if (record_if_capturing(stream, kernel, grid, block, smem)) return;  // captured: recorded, not run
+    install_fault_handler();
+    running_kernel = kernel;
+    thread_error.clear();
     kernel_call = std::move(call);
     gridDim = grid;
     blockDim = block;
@@ -152,6 +257,10 @@ struct Launch {
               current = &f;
               threadIdx = f.id;
               swapcontext(&scheduler, &f.context);
+              if (!thread_error.empty()) {
+                running_kernel = nullptr;
+                throw std::runtime_error("emulate: " + thread_error);
+              }
             }
             unsigned done = 0, at_barrier = 0, at_warp = 0;
             for (const Fiber& f : fibers) {
@@ -161,19 +270,7 @@ struct Launch {
             }
             if (done == n) break;
             bool released = false;
-            for (unsigned w = 0; w * 32 < n; ++w) {
-              bool all = true, any = false;
-              for (unsigned i = w * 32; i < n && i < w * 32 + 32; ++i) {
-                if (fibers[i].state == State::kDone) continue;
-                any = any || fibers[i].state == State::kAtWarpSync;
-                all = all && fibers[i].state == State::kAtWarpSync;
-              }
-              if (!any || !all) continue;
-              for (unsigned i = w * 32; i < n && i < w * 32 + 32; ++i) {
-                if (fibers[i].state == State::kAtWarpSync) fibers[i].state = State::kRunning;
-              }
-              released = true;
-            }
+            for (unsigned w = 0; w * 32 < n; ++w) released = release_warp(fibers, w, n) || released;
             if (released) continue;
             if (at_barrier > 0 && at_warp == 0 && done == 0) {
               for (Fiber& f : fibers) f.state = State::kRunning;
@@ -190,6 +287,30 @@ struct Launch {
         }
       }
     }
+    running_kernel = nullptr;
+  }
+
+  /// Releases the lanes of warp @p w waiting at a warp-level call whose every named lane that has
+  /// not exited waits there too (with the same mask), as a GPU's *_sync intrinsics require.
+  static bool release_warp(std::vector<Fiber>& fibers, unsigned w, unsigned n) {
+    bool released = false;
+    for (unsigned i = w * 32; i < n && i < w * 32 + 32; ++i) {
+      Fiber& f = fibers[i];
+      if (f.state != State::kAtWarpSync) continue;
+      bool all_here = true;
+      for (unsigned k = 0; k < 32; ++k) {
+        const unsigned j = w * 32 + k;
+        if (!((f.mask >> k) & 1u) || j >= n || fibers[j].state == State::kDone) continue;
+        all_here = all_here && fibers[j].state == State::kAtWarpSync && fibers[j].mask == f.mask;
+      }
+      if (!all_here) continue;
+      for (unsigned k = 0; k < 32; ++k) {
+        const unsigned j = w * 32 + k;
+        if (((f.mask >> k) & 1u) && j < n && fibers[j].state == State::kAtWarpSync) fibers[j].state = State::kRunning;
+      }
+      released = true;
+    }
+    return released;
   }
 };
 
@@ -199,20 +320,64 @@ inline void __syncthreads() { emu::barrier(); }
 
 inline constexpr int warpSize = 32;
 
-/// v from lane (lane + delta) of this warp, or this lane's own v past the warp's end. Every live
-/// lane of the warp must call it (as with a full mask on a GPU).
-template <class T>
-T __shfl_down_sync(unsigned /*mask*/, T v, unsigned delta, int width = 32) {
+namespace emu {
+inline unsigned long long warp_values[32][32];  // [warp][lane]: the values a shuffle publishes
+
+/// A shuffle: every lane named in @p mask that has not exited must call it (the calling lane
+/// included); lane `source(lane)` gives this lane its value, or this lane keeps its own when
+/// @p source returns a lane outside [0, width) of its segment. A mask that leaves out the calling
+/// lane, or a source lane outside the mask, is an error the launch reports.
+template <class T, class Source>
+T shuffle(const char* name, unsigned mask, T v, int width, Source source) {
   static_assert(sizeof(T) <= sizeof(unsigned long long), "emulate: shuffles of up to 8 bytes");
-  const unsigned t = emu::linear_thread(), warp = t / 32, lane = t % 32;
-  std::memcpy(&emu::warp_exchange[warp][lane], &v, sizeof(T));
-  emu::warp_sync();  // every lane has published its value
+  const unsigned t = linear_thread(), warp = t / 32, lane = t % 32;
+  if (!((mask >> lane) & 1u)) {
+    char what[160];
+    std::snprintf(what, sizeof what, "lane %u calls %s with mask 0x%08x, which leaves it out", lane, name, mask);
+    fail_here(what);
+  }
+  std::memcpy(&warp_values[warp][lane], &v, sizeof(T));
+  current->mask = mask;
+  warp_sync();  // every lane of the mask has published its value
   T out = v;
-  const unsigned segment = lane / width * width;
-  if (lane - segment + delta < static_cast<unsigned>(width)) std::memcpy(&out, &emu::warp_exchange[warp][lane + delta], sizeof(T));
-  emu::warp_sync();  // every lane has read before any writes again
+  const int segment = static_cast<int>(lane) / width * width;
+  const int from = source(static_cast<int>(lane) - segment);
+  if (from >= 0 && from < width) {
+    const unsigned src = static_cast<unsigned>(segment + from);
+    if (!((mask >> src) & 1u)) {
+      char what[160];
+      std::snprintf(what, sizeof what, "lane %u reads lane %u in %s, which is not in its mask 0x%08x", lane, src, name, mask);
+      fail_here(what);
+    }
+    std::memcpy(&out, &warp_values[warp][src], sizeof(T));
+  }
+  warp_sync();  // every lane has read before any writes again
   return out;
 }
+}  // namespace emu
+
+/// v from lane (lane + delta) of this warp's segment, or this lane's own v past its end.
+template <class T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  return emu::shuffle("__shfl_down_sync", mask, v, width, [&](int l) { return l + static_cast<int>(delta); });
+}
+/// v from lane (lane - delta), or this lane's own v before the segment's start.
+template <class T>
+T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  return emu::shuffle("__shfl_up_sync", mask, v, width, [&](int l) { return l - static_cast<int>(delta); });
+}
+/// v from lane (lane XOR lane_mask).
+template <class T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  return emu::shuffle("__shfl_xor_sync", mask, v, width, [&](int l) { return l ^ lane_mask; });
+}
+/// v from lane src_lane (mod width) of this segment.
+template <class T>
+T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
+  return emu::shuffle("__shfl_sync", mask, v, width, [&](int) { return ((src_lane % width) + width) % width; });
+}
+/// Waits for the lanes of @p mask.
+inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)emu::shuffle("__syncwarp", mask, 0, 32, [](int l) { return l; }); }
 
 /// Threads never run at the same time here, so an atomic is a plain read-modify-write.
 template <class T>
@@ -324,12 +489,56 @@ inline cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total) {
   *free_bytes = *total = emu::kEmulatedFreeBytes;
   return cudaSuccess;
 }
+namespace emu {
+/// GPULAB_GUARD_TIGHT (the emulator's second run): every allocation ends against an inaccessible
+/// page, so a read or write just past its end faults (see on_fault). Otherwise allocations start
+/// 256-byte aligned, as cudaMalloc's do.
+inline int tight_setting = -1;  // -1: not yet read from the environment
+inline bool tight_allocations() {
+  if (tight_setting < 0) {
+    const char* v = std::getenv("GPULAB_GUARD_TIGHT");
+    tight_setting = v != nullptr && *v != '\0' && *v != '0' ? 1 : 0;
+  }
+  return tight_setting == 1;
+}
+/// For the emulator's own tests: allocations from now on end at an inaccessible page (or not).
+inline void set_tight_allocations(bool tight) { tight_setting = tight ? 1 : 0; }
+inline std::map<void*, std::pair<void*, std::size_t>>& mappings() {  // pointer → (mapping, length)
+  static std::map<void*, std::pair<void*, std::size_t>> m;
+  return m;
+}
+inline void* allocate(std::size_t n) {
+  if (!tight_allocations()) return std::aligned_alloc(256, (n + 255) / 256 * 256 + 256);
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t length = (n + page - 1) / page * page + page;
+  void* map = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return nullptr;
+  char* end = static_cast<char*>(map) + length - page;
+  mprotect(end, page, PROT_NONE);
+  void* p = end - n;
+  mappings()[p] = {map, length};
+  return p;
+}
+inline void release(void* p) {
+  const auto it = mappings().find(p);
+  if (it == mappings().end()) {
+    std::free(p);
+    return;
+  }
+  munmap(it->second.first, it->second.second);
+  mappings().erase(it);
+}
+}  // namespace emu
+
 template <class T>
 cudaError_t cudaMalloc(T** p, std::size_t n) {
-  *p = static_cast<T*>(std::aligned_alloc(256, (n + 255) / 256 * 256 + 256));
+  *p = static_cast<T*>(emu::allocate(n));
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-inline cudaError_t cudaFree(void* p) { std::free(p); return cudaSuccess; }
+inline cudaError_t cudaFree(void* p) {
+  if (p != nullptr) emu::release(p);
+  return cudaSuccess;
+}
 inline cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind) { if (n) std::memmove(dst, src, n); return cudaSuccess; }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind k, cudaStream_t = nullptr) { return cudaMemcpy(dst, src, n, k); }
 inline cudaError_t cudaMemset(void* p, int v, std::size_t n) { if (n) std::memset(p, v, n); return cudaSuccess; }
@@ -386,16 +595,39 @@ inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void* kern
 }
 template <class F>
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, F* kernel) { return cudaFuncGetAttributes(a, reinterpret_cast<const void*>(kernel)); }
+template <class F>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, F* kernel, int threads, std::size_t smem);
 inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void*, int threads, std::size_t) {
   *blocks = threads > 0 ? std::min(32, 2048 / threads) : 0;
   return cudaSuccess;
+}
+template <class F>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, F* kernel, int threads, std::size_t smem) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, reinterpret_cast<const void*>(kernel), threads, smem);
 }
 inline cudaError_t cudaFuncGetName(const char** name, const void* kernel) {
   Dl_info info{};
   *name = dladdr(kernel, &info) != 0 && info.dli_sname ? info.dli_sname : "?";
   return cudaSuccess;
 }
-inline cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) { return cudaSuccess; }
+inline cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attribute, int value) {
+  if (attribute == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    if (value < 0 || value > 232448) return cudaErrorInvalidValue;
+    emu::dynamic_smem_limits().push_back({kernel, static_cast<std::size_t>(value)});
+  }
+  return cudaSuccess;
+}
+template <class F>
+cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute attribute, int value) {
+  return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attribute, value);
+}
+inline std::size_t emu::static_shared_of(const void* kernel) {
+  std::size_t bytes = 0;
+  for (const auto& [k, b] : static_shared_table()) {
+    if (k == kernel) bytes += b;
+  }
+  return bytes;
+}
 
 inline bool emu::record_if_capturing(cudaStream_t stream, const void* kernel, dim3 grid, dim3 block, std::size_t smem) {
   Stream* c = capturing(stream);

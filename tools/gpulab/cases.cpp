@@ -83,6 +83,7 @@ CaseRun run_case(const RunSpec& spec) {
   o.env = spec.env;
   o.env["GPULAB_REPORT"] = report.string();
   o.env["GPULAB_SEED"] = std::to_string(spec.seed);
+  o.env["NVIDIA_TF32_OVERRIDE"] = "0";  // fp32 baselines stay fp32 whatever the caller's environment says
   o.read_only = spec.read_only;
   const std::vector<std::string> command = {spec.exe, spec.case_name, "--reporter", "compact", "--durations", "no"};
   CaseRun run;
@@ -117,12 +118,14 @@ std::vector<std::string> catch_failures(const std::string& output) {
   std::vector<std::string> lines;
   std::istringstream in(output);
   for (std::string line; std::getline(in, line) && lines.size() < 4;) {
-    // Catch2's failures, and the emulator's sanitizer ("runtime error: load of misaligned address").
-    if (line.find(": failed:") != std::string::npos || line.find("FAILED") != std::string::npos ||
-        line.find("runtime error: ") != std::string::npos) {
-      const std::size_t msg = line.find("unexpected exception with message:");
-      lines.push_back(msg != std::string::npos ? line.substr(msg) : line);
+    // Catch2's failures, and the emulator's own findings ("runtime error: ...", "emulate: ...").
+    if (line.find(": failed:") == std::string::npos && line.find("FAILED") == std::string::npos &&
+        line.find("runtime error: ") == std::string::npos && line.rfind("emulate: ", 0) != 0) {
+      continue;
     }
+    const std::size_t msg = line.find("unexpected exception with message:");
+    const std::string entry = msg != std::string::npos ? line.substr(msg) : line;
+    if (std::find(lines.begin(), lines.end(), entry) == lines.end()) lines.push_back(entry);
   }
   return lines;
 }

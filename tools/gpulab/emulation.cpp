@@ -41,7 +41,11 @@ Check emulate_case(const CaseInfo& c, const std::string& exe, const LabConfig& l
   double seconds = 0.0;
   const std::string stem = spec.stem;
   for (const char* order : {"forward", "reverse"}) {
+    // The second run also places each allocation's end against an inaccessible page: a read
+    // one past the end then faults (tools/emulator/emu.hpp).
+    const bool tight = std::string(order) == "reverse";
     spec.env["EMU_ORDER"] = order;
+    spec.env["GPULAB_GUARD_TIGHT"] = tight ? "1" : "0";
     spec.stem = stem + "-emu-" + order;
     Check judged = judge_case(c, run_case(spec), lab, judge);
     const Status s = emulated_status(judged);
@@ -50,14 +54,16 @@ Check emulate_case(const CaseInfo& c, const std::string& exe, const LabConfig& l
     result.status = s;
     result.seconds = seconds;
     if (s != Status::kEmuPass) {
-      result.details.insert(result.details.begin(), std::string("on the CPU emulator, threads in ") + order + " order:");
+      result.details.insert(result.details.begin(), std::string("on the CPU emulator, threads in ") + order + " order" +
+                                                        (tight ? ", each buffer ending at an inaccessible page:" : ":"));
       if (s == Status::kEmuFail && std::string(order) == "reverse") {
-        result.details.push_back("(it passed with the threads in order: a hazard between threads of one step, e.g. a missing __syncthreads())");
+        result.details.push_back("(it passed with the threads in order and room after each buffer: a hazard between threads of one step, "
+                                 "e.g. a missing __syncthreads(), or a read just past the end of a buffer)");
       }
       return result;
     }
   }
-  result.details = {"ok on the CPU emulator in both thread orders (logic only: the GPU check is still to run)"};
+  result.details = {"ok on the CPU emulator in both thread orders, with and without room after each buffer (logic only: the GPU check is still to run)"};
   result.data.erase("records");
   return result;
 }

@@ -2,8 +2,9 @@
 /// @brief A lab's own [gpu] test cases on the CPU block emulator (tools/emulator): inside
 /// `gpulab grade` when there is no GPU, and as `gpulab emulate NN` anywhere.
 ///
-/// Each case runs twice, with the threads of every step in order and then reversed, with
-/// GPULAB_SMALL=1 (the tests' smaller problems). What the scorecard says:
+/// Each case runs twice, with GPULAB_SMALL=1 (the tests' smaller problems): the threads of every
+/// step in order, then reversed with each allocation ending against an inaccessible page (so
+/// that a read just past the end faults). What the scorecard says:
 ///   EMU ok    passed in both orders: the logic (indices, loops, barriers, edges) holds. Not a GPU
 ///             pass: it counts as not run, and the exit code stays 2.
 ///   EMU FAIL  an assertion, a guard band, a bounds fault, a launch a GPU would refuse, a block

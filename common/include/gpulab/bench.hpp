@@ -9,6 +9,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gpulab/device.hpp"
+
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -33,6 +35,7 @@ struct BenchResult {
   double min_ms = 0.0;             ///< fastest sample
   double max_ms = 0.0;             ///< slowest sample
   double cv = 0.0;  ///< coefficient of variation of the samples
+  GpuState gpu;             ///< the GPU across the timed samples (gpu_state_between: before and after them)
   double warmup_ms = 0.0;   ///< the warm-up the samples followed
   bool flushed_l2 = false;  ///< whether the L2 was flushed before each sample
   /// How the figure was taken, from these fields, for the scorecard: "median of 15 CUDA-event
@@ -42,6 +45,11 @@ struct BenchResult {
 
 /// Times @p work (which enqueues GPU work on the given stream) per the options.
 BenchResult bench(const std::function<void(cudaStream_t)>& work, const BenchOptions& options = {});
+
+/// Evicts the L2 by writing and then reading @p bytes of @p buffer on @p stream: the timed work
+/// that follows starts with an L2 holding the flush buffer's clean lines, not its dirty ones
+/// (a memset alone would leave them for the timed kernel to write back).
+void flush_l2(unsigned char* buffer, std::size_t bytes, cudaStream_t stream);
 
 /// GB/s for @p bytes moved in @p ms (1 GB = 10⁹ bytes, as NVIDIA's datasheets count).
 inline double gb_per_s(double bytes, double ms) { return ms > 0.0 ? bytes / (ms * 1e6) : 0.0; }

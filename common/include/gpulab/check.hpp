@@ -34,6 +34,19 @@ bool is_sticky(cudaError_t code) noexcept;
 /// Builds the message and throws CudaError. Used by the macros below.
 [[noreturn]] void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line);
 
+/// cuBLAS's status names (cublas_api.h), for CUBLAS_CHECK without including cuBLAS here.
+const char* cublas_status_name(int status) noexcept;
+
+/// Throws std::runtime_error with the call's text, file:line and the status's name unless
+/// @p status is CUBLAS_STATUS_SUCCESS (0). Used by CUBLAS_CHECK.
+template <class Status>
+void check_cublas(Status status, const char* call, const char* file, int line) {
+  const int code = static_cast<int>(status);
+  if (code == 0) return;
+  throw std::runtime_error(std::string("cuBLAS error ") + cublas_status_name(code) + " (" + std::to_string(code) + ")\n  in " + call +
+                           "\n  at " + file + ":" + std::to_string(line));
+}
+
 }  // namespace gpulab
 
 /// Checks a CUDA runtime call; throws gpulab::CudaError on failure.
@@ -43,6 +56,9 @@ bool is_sticky(cudaError_t code) noexcept;
     if (gpulab_status_ != cudaSuccess)                                   \
       ::gpulab::throw_cuda_error(gpulab_status_, #call, __FILE__, __LINE__); \
   } while (0)
+
+/// Checks a cuBLAS call; throws std::runtime_error on any status but success.
+#define CUBLAS_CHECK(call) ::gpulab::check_cublas((call), #call, __FILE__, __LINE__)
 
 /// After a kernel launch: a bad configuration (too many threads, too much shared memory) is
 /// reported by cudaGetLastError, not by the launch statement itself.

@@ -70,7 +70,14 @@ struct GpuState {
   unsigned sm_clock_mhz = 0;    ///< current SM clock
   unsigned temperature_c = 0;   ///< GPU temperature
   std::string slowdowns;        ///< active slowdown reasons ("thermal", "power cap", ...), "" if none
+  unsigned long long power_violation_ns = 0;    ///< NVML's running total of time held back by the power limit
+  unsigned long long thermal_violation_ns = 0;  ///< and by the temperature limit
 };
+
+/// What happened to the GPU between two readings (before and after the timed samples): the
+/// lower SM clock, the later temperature, every slowdown seen, and the time spent limited by
+/// power and by temperature in between. `slowdowns` is "" when nothing held the GPU back.
+GpuState gpu_state_between(const GpuState& before, const GpuState& after);
 
 /// Reads the current device's state. Never throws; `available` is false without NVML.
 GpuState read_gpu_state() noexcept;

@@ -38,15 +38,19 @@ namespace guard {
 inline constexpr std::size_t kFrontBytes = 256;   ///< the band before the data (keeps data() 256-byte aligned)
 inline constexpr std::size_t kBackBytes = 4096;   ///< the band after the data
 
+/// The back band of device buffers: kBackBytes, or 0 when GPULAB_GUARD_TIGHT is set (the CPU
+/// emulator's second run, where each allocation ends against an inaccessible page so that a
+/// read one past the end faults instead of reading the band).
+std::size_t device_back_bytes();
 /// A fresh pattern seed: every buffer gets its own.
 std::uint32_t next_seed();
 /// Byte @p k of a band, counted outward from the data, for pattern @p seed: never zero, never a
 /// repeated float, different from buffer to buffer.
 unsigned char byte(std::size_t k, std::uint32_t seed);
-/// Fills the front band (the kFrontBytes before the data) and the back band (after it).
-void fill(unsigned char* front, unsigned char* back, std::uint32_t seed);
+/// Fills the front band (the kFrontBytes before the data) and the back band (@p back_bytes after it).
+void fill(unsigned char* front, unsigned char* back, std::uint32_t seed, std::size_t back_bytes = kBackBytes);
 /// The first changed byte of either band (the front band first, nearest the data first).
-GuardReport check(const unsigned char* front, const unsigned char* back, std::uint32_t seed);
+GuardReport check(const unsigned char* front, const unsigned char* back, std::uint32_t seed, std::size_t back_bytes = kBackBytes);
 
 }  // namespace guard
 
