@@ -58,7 +58,12 @@ std::vector<Item> listed_packages(const Paths& paths) {
     bool ok = false;
     if (check.rfind("header:", 0) == 0) {
       const std::string header = check.substr(7);
-      ok = fs::exists("/usr/include/" + header) || fs::exists(paths.root / ".deps/include" / header);
+      for (const fs::path& where : {fs::path("/usr/include") / header, paths.root / ".deps/include" / header}) {
+        if (!ok && fs::exists(where)) {
+          ok = true;
+          detail = where.parent_path().string();
+        }
+      }
     } else {
       const std::string command = check.substr(check.find(':') + 1);
       ok = probe({command, "--version"}, out);
