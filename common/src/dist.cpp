@@ -94,6 +94,18 @@ Communicator::~Communicator() {
     report::record({{"kind", "correctness"}, {"check", "requests waited for"}, {"ok", false}, {"summary", left},
                     {"hint", "wait() for every isend and irecv you start, sends included"}});
   }
+  if (!ops_.empty()) {
+    report::record({{"kind", "correctness"}, {"check", "collectives waited for"}, {"ok", false},
+                    {"summary", std::to_string(ops_.size()) + " library collective(s) on rank " + std::to_string(rank_) + " were never waited for"},
+                    {"hint", "wait() for every collective you start before the buffers are read or freed"}});
+    return;  // their communicators stay: freeing one with operations in flight is erroneous
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && first_phase_ != MPI_COMM_NULL) {
+    PMPI_Comm_free(&first_phase_);
+    PMPI_Comm_free(&second_phase_);
+  }
 }
 
 Request Communicator::isend(const float* buffer, std::size_t count, int dest) {
@@ -127,6 +139,8 @@ std::string Communicator::outstanding_requests() const {
 void Communicator::reset_traffic() {
   traffic_.bytes_to.assign(static_cast<std::size_t>(size_), 0);
   traffic_.messages_to.assign(static_cast<std::size_t>(size_), 0);
+  traffic_.collective_calls.fill(0);
+  traffic_.collective_bytes.fill(0);
 }
 
 void Communicator::count_send(int dest, std::size_t count) {

@@ -77,6 +77,15 @@ class DeviceCommunicator : public Communicator {
     return scratch_.data();
   }
 
+  /// The library collectives' staging (pageable copies on the legacy stream: they wait for
+  /// earlier work on it, as the staging backend's do).
+  void to_host(float* host, const float* buffer, std::size_t count) override {
+    if (count > 0) CUDA_CHECK(cudaMemcpy(host, buffer, count * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+  void from_host(float* buffer, const float* host, std::size_t count) override {
+    if (count > 0) CUDA_CHECK(cudaMemcpy(buffer, host, count * sizeof(float), cudaMemcpyHostToDevice));
+  }
+
   /// The library all-reduce for device buffers without NCCL: MPI over host copies (the slow
   /// path the lesson measures: packaged OpenMPI is not CUDA-aware).
   void allreduce_sum(const float* send, float* recv, std::size_t count) override {

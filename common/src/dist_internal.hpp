@@ -4,8 +4,31 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "gpulab/dist.hpp"
+
+namespace gpulab::dist {
+
+/// A library collective in flight (dist_collectives.cpp): up to two MPI phases on host memory,
+/// the user's buffers or host copies of device ones.
+struct Communicator::Op {
+  long id = 0;
+  Collective kind = Collective::kAllReduce;
+  std::size_t timeline_index = 0;
+  const float* send = nullptr;   ///< the caller's input (its memory)
+  float* recv = nullptr;         ///< the caller's output (its memory)
+  std::size_t count = 0;         ///< floats of the whole buffer
+  float* host = nullptr;         ///< the buffer MPI works on (the caller's, or staging)
+  float* host_out = nullptr;     ///< where a reduce-scatter or all-gather lands (host)
+  std::vector<float> staging, staging_out;  ///< host copies of device buffers
+  std::vector<float> pieces;     ///< the W contributions to this rank's shard
+  std::vector<int> counts, offsets, piece_counts, piece_offsets;
+  int phase = 0;                 ///< 0: first phase in flight, 1: first done, second not started, 2: second in flight
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+}  // namespace gpulab::dist
 
 namespace gpulab::dist::detail {
 

@@ -5,7 +5,10 @@
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "gpulab/dist.hpp"
@@ -86,4 +89,159 @@ TEST_CASE("backend_available says why not", "[cpu]") {
   MPI_Comm_size(MPI_COMM_WORLD, &w);
   CHECK((all == 0 || all == w));
   if (!ipc) CHECK_FALSE(why.empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The library collectives: non-blocking, summed in rank order, with a timeline.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+/// Rank @p rank's contribution: fractional values, so that the order of a sum shows in its bits.
+std::vector<float> contribution(int rank, std::size_t n, std::uint32_t salt) {
+  std::vector<float> v(n);
+  std::uint32_t x = 2463534242u ^ (salt * 2654435761u) ^ static_cast<std::uint32_t>(rank * 40503);
+  for (float& f : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    f = static_cast<float>(x % 2000001) / 1000000.0f - 1.0f + 1e-3f * static_cast<float>(rank + 1);
+  }
+  return v;
+}
+
+/// Σ over ranks in rank order, as one process would add them: ((x₀ + x₁) + x₂) + …
+std::vector<float> rank_order_sum(int w, std::size_t n, std::uint32_t salt) {
+  std::vector<float> sum = contribution(0, n, salt);
+  for (int r = 1; r < w; ++r) {
+    const std::vector<float> x = contribution(r, n, salt);
+    for (std::size_t i = 0; i < n; ++i) sum[i] += x[i];
+  }
+  return sum;
+}
+
+std::vector<std::size_t> collective_counts(int w) {
+  return {0, 1, static_cast<std::size_t>(w - 1), static_cast<std::size_t>(w + 1), 1000, 100003};
+}
+
+}  // namespace
+
+TEST_CASE("iallreduce_sum equals the rank-order sum bit for bit on every rank", "[cpu]") {
+  auto comm = Communicator::create(Backend::kMpi);
+  const int w = comm->size(), r = comm->rank();
+  for (std::size_t n : collective_counts(w)) {
+    INFO("n = " << n << ", W = " << w);
+    std::vector<float> data = contribution(r, n, 1);
+    auto request = comm->iallreduce_sum(data.data(), n, "test");
+    CHECK(request.pending());
+    comm->wait(request);
+    CHECK_FALSE(request.pending());
+    CHECK(data == rank_order_sum(w, n, 1));
+  }
+  CHECK(comm->collectives_outstanding() == 0);
+}
+
+TEST_CASE("ireduce_scatter_sum and iall_gather use shard_of's layout", "[cpu]") {
+  auto comm = Communicator::create(Backend::kMpi);
+  const int w = comm->size(), r = comm->rank();
+  for (std::size_t n : collective_counts(w)) {
+    INFO("n = " << n << ", W = " << w);
+    const gpulab::dist::Shard mine = gpulab::dist::shard_of(n, w, r);
+    const std::vector<float> send = contribution(r, n, 2), sum = rank_order_sum(w, n, 2);
+    std::vector<float> shard(mine.count + 1, -7.0f);  // one past the shard: must stay untouched
+    auto rs = comm->ireduce_scatter_sum(send.data(), shard.data(), n);
+    comm->wait(rs);
+    CHECK(std::vector<float>(shard.begin(), shard.begin() + static_cast<long>(mine.count)) ==
+          std::vector<float>(sum.begin() + static_cast<long>(mine.offset), sum.begin() + static_cast<long>(mine.offset + mine.count)));
+    CHECK(shard.back() == -7.0f);
+    std::vector<float> gathered(n, 0.0f);
+    auto ag = comm->iall_gather(shard.data(), gathered.data(), n);
+    comm->wait(ag);
+    CHECK(gathered == sum);
+    // In place: the shard already sits in its place in the whole buffer.
+    std::vector<float> whole(n, 0.0f);
+    std::copy(shard.begin(), shard.begin() + static_cast<long>(mine.count), whole.begin() + static_cast<long>(mine.offset));
+    auto in_place = comm->iall_gather(whole.data() + mine.offset, whole.data(), n);
+    comm->wait(in_place);
+    CHECK(whole == sum);
+  }
+  CHECK(gpulab::dist::shard_of(10, 4, 0).count == 3);
+  CHECK(gpulab::dist::shard_of(10, 4, 3).offset == 8);
+  CHECK_THROWS_AS(gpulab::dist::shard_of(10, 4, 4), std::invalid_argument);
+}
+
+TEST_CASE("many collectives in flight waited for in any order are each right", "[cpu]") {
+  auto comm = Communicator::create(Backend::kMpi);
+  const int w = comm->size(), r = comm->rank();
+  const std::vector<std::size_t> sizes = {100003, 7, 65536, 1, 3000};
+  std::vector<std::vector<float>> data;
+  std::vector<gpulab::dist::CollectiveRequest> requests;
+  for (std::size_t k = 0; k < sizes.size(); ++k) data.push_back(contribution(r, sizes[k], 10 + static_cast<std::uint32_t>(k)));
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    requests.push_back(comm->iallreduce_sum(data[k].data(), sizes[k], "op " + std::to_string(k)));
+    comm->progress();
+  }
+  const std::vector<float> send = contribution(r, 5001, 20);
+  std::vector<float> shard(gpulab::dist::shard_of(5001, w, r).count);
+  requests.push_back(comm->ireduce_scatter_sum(send.data(), shard.data(), 5001, "scatter"));
+  CHECK(comm->collectives_outstanding() == sizes.size() + 1);
+  // Rank-dependent order of the waits: every rank still starts the same collectives in the same order.
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const std::size_t k = (r % 2 == 0) ? requests.size() - 1 - i : i;
+    comm->wait(requests[k]);
+  }
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    INFO("op " << k);
+    CHECK(data[k] == rank_order_sum(w, sizes[k], 10 + static_cast<std::uint32_t>(k)));
+  }
+  const std::vector<float> sum = rank_order_sum(w, 5001, 20);
+  const gpulab::dist::Shard mine = gpulab::dist::shard_of(5001, w, r);
+  CHECK(shard == std::vector<float>(sum.begin() + static_cast<long>(mine.offset), sum.begin() + static_cast<long>(mine.offset + mine.count)));
+  CHECK(comm->collectives_outstanding() == 0);
+}
+
+TEST_CASE("the timeline says when each collective started and was seen finished and was waited for", "[cpu]") {
+  auto comm = Communicator::create(Backend::kMpi);
+  const int w = comm->size(), r = comm->rank();
+  comm->clear_timeline();
+  comm->reset_traffic();
+  std::vector<float> a = contribution(r, 1000, 30), b = contribution(r, 10, 31);
+  const double before = gpulab::dist::now();
+  auto first = comm->iallreduce_sum(a.data(), a.size(), "first");
+  auto second = comm->iallreduce_sum(b.data(), b.size(), "second");
+  // progress() alone finishes them once every rank has started them (no wait needed).
+  PMPI_Barrier(MPI_COMM_WORLD);
+  for (int k = 0; k < 100000 && comm->timeline().back().completed < 0; ++k) comm->progress();
+  const std::vector<gpulab::dist::TimelineEntry> seen = comm->timeline();
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].label == "first");
+  CHECK(seen[1].label == "second");
+  CHECK(seen[0].count == 1000);
+  CHECK(seen[0].posted >= before);
+  CHECK(seen[0].posted <= seen[1].posted);
+  CHECK(seen[1].completed >= seen[1].posted);
+  CHECK(seen[0].waited < 0);  // not waited for yet
+  comm->wait(second);
+  comm->wait(first);
+  const std::vector<gpulab::dist::TimelineEntry> done = comm->timeline();
+  CHECK(done[1].waited >= done[1].completed);
+  CHECK(done[0].waited >= done[1].waited);
+  CHECK(a == rank_order_sum(w, 1000, 30));
+  const gpulab::dist::Traffic t = comm->traffic();
+  CHECK(t.collective_calls[0] == 2);
+  CHECK(t.collective_bytes[0] == 1010 * sizeof(float));
+  comm->reset_traffic();
+  CHECK(comm->traffic().collective_calls[0] == 0);
+}
+
+TEST_CASE("the non-blocking collectives are counted as library collectives inside a LearnerScope", "[cpu]") {
+  auto comm = Communicator::create(Backend::kMpi);
+  std::vector<float> x(10, 1.0f);
+  gpulab::dist::reset_library_collectives();
+  {
+    gpulab::dist::LearnerScope scope;
+    auto request = comm->iallreduce_sum(x.data(), x.size());
+    comm->wait(request);
+  }
+  CHECK(gpulab::dist::library_collectives_called() == std::vector<std::string>{"Communicator::iallreduce_sum"});
 }

@@ -130,6 +130,45 @@ std::vector<std::string> sandboxed(const std::vector<std::string>& argv, const s
 }
 }  // namespace
 
+namespace {
+
+/// The child's side of run_process: its own process group, output into the pipe, no stdin.
+[[noreturn]] void run_child(const std::vector<std::string>& argv, const ProcessOptions& options, const int pipe_fds[2]) {
+  setpgid(0, 0);  // so that the whole tree can be killed at once
+  dup2(pipe_fds[1], STDOUT_FILENO);
+  dup2(pipe_fds[1], STDERR_FILENO);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  const int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+  if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) _exit(127);
+  for (const auto& [key, value] : options.env) setenv(key.c_str(), value.c_str(), 1);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  std::fprintf(stderr, "gpulab: cannot run %s: %s\n", args[0], std::strerror(errno));
+  _exit(127);
+}
+
+/// Stops the process group of @p pid: asked first (mpirun then stops its ranks itself), then
+/// killed after 2 s; reaps @p pid into @p status.
+void stop_group(pid_t pid, int& status) {
+  kill(-pid, SIGTERM);
+  const auto grace = Clock::now();
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (since(grace) > 2.0) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    usleep(20000);
+  }
+  kill(-pid, SIGKILL);
+}
+
+}  // namespace
+
 ProcessResult run_process(const std::vector<std::string>& plain_argv, const ProcessOptions& options) {
   if (g_interrupt != 0) throw Interrupted(g_interrupt);
   std::vector<std::string> existing;
@@ -153,24 +192,7 @@ ProcessResult run_process(const std::vector<std::string>& plain_argv, const Proc
     result.failed_to_start = true;
     return result;
   }
-  if (pid == 0) {
-    // Child: own process group, so that the whole tree can be killed at once.
-    setpgid(0, 0);
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    dup2(pipe_fds[1], STDERR_FILENO);
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) _exit(127);
-    for (const auto& [key, value] : options.env) setenv(key.c_str(), value.c_str(), 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "gpulab: cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
+  if (pid == 0) run_child(argv, options, pipe_fds);
   setpgid(pid, pid);  // also from the parent, to win the race with the kill below
   close(pipe_fds[1]);
   fcntl(pipe_fds[0], F_SETFL, fcntl(pipe_fds[0], F_GETFL) | O_NONBLOCK);
@@ -216,18 +238,7 @@ ProcessResult run_process(const std::vector<std::string>& plain_argv, const Proc
     }
     if (!reaped && options.timeout_s > 0 && since(start) > options.timeout_s) {
       result.timed_out = true;
-      // Ask first (mpirun then stops its ranks itself), then kill the whole tree.
-      kill(-pid, SIGTERM);
-      const auto grace = Clock::now();
-      while (waitpid(pid, &status, WNOHANG) != pid) {
-        if (since(grace) > 2.0) {
-          kill(-pid, SIGKILL);
-          waitpid(pid, &status, 0);
-          break;
-        }
-        usleep(20000);
-      }
-      kill(-pid, SIGKILL);
+      stop_group(pid, status);
       reaped = true;
     }
     if (reaped && pipe_open && !pfd.revents) {

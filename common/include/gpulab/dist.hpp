@@ -4,7 +4,10 @@
 /// (device buffers, one rank per GPU).
 ///
 /// The collectives lab builds its all-reduce from isend / irecv / wait (or sendrecv, one ring
-/// step). Every byte sent is counted per destination (`traffic()`), so a test can check which
+/// step). The training labs call the library's non-blocking collectives (iallreduce_sum,
+/// ireduce_scatter_sum, iall_gather), which sum in rank order, so that their results are the same
+/// bit for bit as a single process summing the ranks' contributions in order, and which keep a
+/// timeline of when each was started, seen finished and waited for. Every byte sent is counted per destination (`traffic()`), so a test can check which
 /// algorithm ran. Library collectives — the Communicator's own `allreduce_sum`, and MPI_Allreduce
 /// & co. called directly (intercepted through the MPI profiling interface, PMPI) — are counted
 /// while a LearnerScope is alive, so learner code cannot hide one.
@@ -19,8 +22,10 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -39,10 +44,63 @@ Backend backend_from_string(const std::string& name);
 /// Where the buffers given to a communicator live.
 enum class Memory { kHost, kDevice };
 
-/// Messages and bytes this rank sent, per destination rank.
+/// The library collectives (the training labs call them; the collectives lab builds its own).
+enum class Collective { kAllReduce, kReduceScatter, kAllGather };
+/// "all-reduce", "reduce-scatter", "all-gather".
+const char* to_string(Collective op);
+
+/// A contiguous piece [offset, offset + count) of a buffer that is split among ranks.
+struct Shard {
+  std::size_t offset = 0;  ///< first element
+  std::size_t count = 0;   ///< elements
+};
+/// Shard @p index of @p n elements split into @p parts: sizes differ by at most one, the larger
+/// first (n = 10, parts = 4: 3, 3, 2, 2). The layout of ireduce_scatter_sum and iall_gather.
+/// Throws std::invalid_argument unless parts ≥ 1 and 0 ≤ index < parts.
+Shard shard_of(std::size_t n, int parts, int index);
+
+/// Seconds on the machine's monotonic clock: the same clock in every process of one machine, so
+/// ranks' timelines line up.
+double now();
+
+/// One library collective as this rank saw it (times from now(); −1: not yet).
+struct TimelineEntry {
+  Collective op = Collective::kAllReduce;  ///< which collective
+  std::string label;                       ///< the caller's name for it ("bucket 0")
+  std::size_t count = 0;                   ///< floats of the whole buffer
+  double posted = 0.0;                     ///< when it was started
+  double completed = -1.0;                 ///< when this rank saw it finished (in progress() or wait())
+  double waited = -1.0;                    ///< when wait() was first called for it
+};
+
+/// A library collective in flight; complete it with Communicator::wait. Move-only.
+class CollectiveRequest {
+ public:
+  CollectiveRequest() = default;
+  CollectiveRequest(const CollectiveRequest&) = delete;
+  CollectiveRequest& operator=(const CollectiveRequest&) = delete;
+  /// Takes over @p other's collective; @p other is left empty.
+  CollectiveRequest(CollectiveRequest&& other) noexcept : id_(std::exchange(other.id_, -1)) {}
+  /// Takes over @p other's collective (this one must not be pending).
+  CollectiveRequest& operator=(CollectiveRequest&& other) noexcept {
+    id_ = std::exchange(other.id_, -1);
+    return *this;
+  }
+  /// Whether it stands for a collective not yet waited for.
+  bool pending() const { return id_ >= 0; }
+
+ private:
+  friend class Communicator;
+  long id_ = -1;
+};
+
+/// Messages and bytes this rank sent, per destination rank, and the library collectives it
+/// started.
 struct Traffic {
   std::vector<std::uint64_t> bytes_to;     ///< bytes sent to each rank
   std::vector<std::uint64_t> messages_to;  ///< messages sent to each rank
+  std::array<std::uint64_t, 3> collective_calls{};  ///< library collectives started, by Collective
+  std::array<std::uint64_t, 3> collective_bytes{};  ///< their buffers' bytes (the whole buffer, as algbw counts)
   /// Bytes sent to all ranks.
   std::uint64_t bytes_sent() const;
   /// Messages sent to all ranks.
@@ -121,6 +179,30 @@ class Communicator {
   /// Counted as a library collective inside a LearnerScope.
   virtual void allreduce_sum(const float* send, float* recv, std::size_t count) = 0;
 
+  /// Starts an all-reduce (sum) of @p data[0, count) in place, summed in rank order
+  /// (((x₀ + x₁) + x₂) + …): an all-to-all of the shards, each rank summing its own, then an
+  /// all-gather — 2(W − 1)/W · 4·count bytes per rank, as a ring. The buffer must not be touched
+  /// until wait(). Every rank must start the same collectives in the same order.
+  [[nodiscard]] CollectiveRequest iallreduce_sum(float* data, std::size_t count, const std::string& label = "");
+  /// Starts a reduce-scatter (sum, rank order) of @p send[0, count): @p recv receives this rank's
+  /// shard, shard_of(count, size(), rank()).count floats.
+  [[nodiscard]] CollectiveRequest ireduce_scatter_sum(const float* send, float* recv, std::size_t count, const std::string& label = "");
+  /// Starts an all-gather: @p send holds this rank's shard of shard_of(count, size(), rank());
+  /// @p recv[0, count) receives every rank's, in place.
+  [[nodiscard]] CollectiveRequest iall_gather(const float* send, float* recv, std::size_t count, const std::string& label = "");
+  /// Completes a library collective (and makes progress on the others).
+  void wait(CollectiveRequest& request);
+  /// Advances every library collective in flight without blocking (MPI makes progress only
+  /// inside MPI calls when no progress thread runs: call it now and then while computing, e.g.
+  /// from a gradient-ready hook).
+  void progress();
+  /// The library collectives started since the last clear_timeline(), in order.
+  std::vector<TimelineEntry> timeline() const { return timeline_; }
+  /// Forgets the timeline.
+  void clear_timeline() { timeline_.clear(); }
+  /// Library collectives started and not yet waited for.
+  std::size_t collectives_outstanding() const { return ops_.size(); }
+
   /// What this rank has sent since the last reset_traffic(): a copy, so that no code it was
   /// handed to can change the count a test reads.
   Traffic traffic() const { return traffic_; }
@@ -149,6 +231,11 @@ class Communicator {
   void count_send(int dest, std::size_t count);
   /// Throws std::invalid_argument for a rank that does not exist or is this one.
   void check_peer(int peer, const char* what) const;
+  /// @p count floats from a buffer of this communicator's memory into host memory (the library
+  /// collectives stage device buffers through the host). The host backend never calls it.
+  virtual void to_host(float* host, const float* buffer, std::size_t count);
+  /// The other way.
+  virtual void from_host(float* buffer, const float* host, std::size_t count);
   MPI_Comm comm_;    ///< the ranks
   int rank_ = 0;     ///< this rank
   int size_ = 1;     ///< number of ranks
@@ -156,7 +243,15 @@ class Communicator {
   Traffic traffic_;  ///< what this rank sent
 
  private:
+  struct Op;  // a library collective in flight (dist_collectives.cpp)
+  CollectiveRequest start(Collective kind, const float* send, float* recv, std::size_t count, const std::string& label);
+  void advance(bool block);
   std::size_t sends_posted_ = 0, sends_waited_ = 0, recvs_posted_ = 0, recvs_waited_ = 0;
+  std::deque<std::unique_ptr<Op>> ops_;   ///< in the order they were started
+  std::vector<TimelineEntry> timeline_;
+  long next_op_id_ = 0;
+  MPI_Comm first_phase_ = MPI_COMM_NULL;   ///< every collective's first phase, in start order
+  MPI_Comm second_phase_ = MPI_COMM_NULL;  ///< all-reduces' all-gathers, in start order
 };
 
 /// While alive, calls to library collectives are counted (see the file comment). Tests wrap

@@ -14,10 +14,9 @@
 #include <functional>
 #include <string>
 
-namespace gpulab::dist {
+#include "gpulab/dist.hpp"
 
-/// The collectives whose bus bandwidth factor differs.
-enum class Collective { kAllReduce, kReduceScatter, kAllGather };
+namespace gpulab::dist {
 
 /// nccl-tests' bus-bandwidth factor for @p op on @p ranks ranks: 2(W − 1)/W or (W − 1)/W.
 double busbw_factor(Collective op, int ranks);
