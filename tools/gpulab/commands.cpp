@@ -15,11 +15,14 @@
 namespace gpulab::cli {
 namespace {
 
-/// Writes ladder.svg and roofline.svg into @p dir; false when there was nothing to draw.
+/// Writes ladder.svg, roofline.svg and (distributed training labs) timeline.svg into @p dir; false when there was nothing to draw.
 bool write_charts(const nlohmann::json& scorecard, const fs::path& dir) {
   bool any = false;
-  for (const auto& [name, svg] : {std::pair<std::string, std::string>{"ladder.svg", ladder_svg(scorecard)}, {"roofline.svg", roofline_svg(scorecard)}}) {
+  const std::vector<std::pair<std::string, std::string>> charts = {
+      {"ladder.svg", ladder_svg(scorecard)}, {"roofline.svg", roofline_svg(scorecard)}, {"timeline.svg", timeline_svg(scorecard)}};
+  for (const auto& [name, svg] : charts) {
     if (svg.empty()) {
+      if (name == "timeline.svg") continue;  // only the distributed training labs record one
       std::cout << "gpulab: no " << name << ": "
                 << (name == "ladder.svg" ? "no performance check was measured" : "no check records its arithmetic intensity and the device's peak") << '\n';
       continue;

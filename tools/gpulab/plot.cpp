@@ -2,6 +2,8 @@
 /// @brief SVG ladder and roofline charts (see plot.hpp).
 #include "plot.hpp"
 
+#include "svg.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,26 +27,6 @@ std::string text(const nlohmann::json& j, const char* key, const std::string& fa
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
 }
 
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-std::string num(double v, int digits = 1) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.*f", digits, v);
-  return b;
-}
 
 const char* kLearner = "#1f6fb4";
 const char* kReference = "#9a9a9a";

@@ -6,6 +6,7 @@
 ///   yours beside the reference's, the threshold marked; laddered checks show every rung.
 /// - roofline: the checks whose arithmetic intensity is known, under the measured bandwidth slope
 ///   and the device's fp32 peak (log-log).
+/// - timeline: a distributed step's compute and communication per rank (plot_timeline.cpp).
 #pragma once
 
 #include <string>
@@ -18,5 +19,8 @@ namespace gpulab::cli {
 std::string ladder_svg(const nlohmann::json& scorecard);
 /// The roofline; "" when no check records its arithmetic intensity and the device's peak.
 std::string roofline_svg(const nlohmann::json& scorecard);
+/// The timeline of one distributed step; "" when no check carries one (a performance record's
+/// "timeline": {"ranks": [[{"what", "start_ms", "end_ms"}, ...], ...]}).
+std::string timeline_svg(const nlohmann::json& scorecard);
 
 }  // namespace gpulab::cli

@@ -144,6 +144,7 @@ std::string add_perf_records(const std::vector<nlohmann::json>& records, const s
     }
     if (rec.contains("rungs")) data[side + "_rungs"] = rec["rungs"];
     if (rec.contains("kernels")) data[side + "_kernels"] = rec["kernels"];
+    if (rec.contains("timeline")) data[side + "_timeline"] = rec["timeline"];
   }
   return metric;
 }
