@@ -64,6 +64,22 @@ const nn::Dataset& data() {
 
 std::string where(const std::string& what, int w) { return what + " (W=" + std::to_string(w) + ")"; }
 
+/// The sampler's specification (ddp.hpp), written out another way: position k of the padded
+/// list is perm[k mod n]; rank r's i-th sample is position r + i·W. The training cases take
+/// their batches from it, not from the learner's sampler, so that a wrong sampler cannot make
+/// them vacuous (an empty shard trains nothing, and nothing equals nothing).
+std::vector<std::size_t> spec_sampler(std::size_t n, int w, int r, std::uint64_t seed, int epoch, bool drop_last) {
+  std::vector<std::size_t> perm(n);
+  std::iota(perm.begin(), perm.end(), 0);
+  gpulab::Rng rng(seed + static_cast<std::uint64_t>(epoch));
+  for (std::size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[static_cast<std::size_t>(rng.integer(0, static_cast<std::int64_t>(i - 1)))]);
+  const std::size_t ws = static_cast<std::size_t>(w);
+  const std::size_t per_rank = drop_last ? n / ws : (n + ws - 1) / ws;
+  std::vector<std::size_t> mine;
+  for (std::size_t i = 0; i < per_rank; ++i) mine.push_back(perm[(static_cast<std::size_t>(r) + i * ws) % n]);
+  return mine;
+}
+
 // ---------------------------------------------------------------------------------------------
 // A training run, described once, carried out by DDP on W ranks or by one process
 // ---------------------------------------------------------------------------------------------
@@ -118,7 +134,7 @@ struct Trainee {
 
 /// The samples of step @p step, micro-batch @p micro, for rank @p rank of @p w.
 std::vector<std::size_t> samples_of(const Run& run, int w, int rank, int step, int micro) {
-  const std::vector<std::size_t> mine = lab08::distributed_sampler(data().samples(), w, rank, kSamplerSeed, 0, false);
+  const std::vector<std::size_t> mine = spec_sampler(data().samples(), w, rank, kSamplerSeed, 0, false);
   const std::size_t per_rank = (data().samples() + static_cast<std::size_t>(w) - 1) / static_cast<std::size_t>(w);  // as the sampler pads
   const std::size_t batch = run.batch > 0 ? run.batch : (2 * per_rank + 4) / 5;
   const std::size_t begin = std::min(mine.size(), static_cast<std::size_t>(step) * batch);
@@ -157,8 +173,8 @@ struct StepLog {
   double last_hook = 0.0, backward_end = 0.0;
 };
 
-/// @p run with DDP on this rank: the parameters after it, and the log of its first step.
-std::vector<std::vector<float>> train_ddp(Communicator& comm, const Run& run, StepLog& log) {
+/// @p run with DDP on this rank: the parameters after it, and the log of every step.
+std::vector<std::vector<float>> train_ddp(Communicator& comm, const Run& run, std::vector<StepLog>& logs) {
   Trainee t(run);
   std::unique_ptr<lab08::Reducer> reducer;
   std::unique_ptr<lab08::ZeroAdamW> zero;
@@ -192,11 +208,9 @@ std::vector<std::vector<float>> train_ddp(Communicator& comm, const Run& run, St
     if (run.sync == Sync::kFlat) lab08::allreduce_flat(comm, t.params);
     if (zero) zero->step();
     else plain->step(t.params);
-    if (step == 0) {
-      now.traffic = comm.traffic();
-      now.timeline = comm.timeline();
-      log = now;
-    }
+    now.traffic = comm.traffic();
+    now.timeline = comm.timeline();
+    logs.push_back(now);
   }
   std::vector<std::vector<float>> values;
   for (nn::Parameter* p : t.params) values.push_back(p->value.to_host());
@@ -256,8 +270,8 @@ const char* kAverageHint =
     "every non-frozen parameter takes part, an unused one as zeros";
 
 void check_equivalence(Communicator& comm, const Run& run, const std::string& hint) {
-  StepLog log;
-  const std::vector<std::vector<float>> ddp = train_ddp(comm, run, log);
+  std::vector<StepLog> logs;
+  const std::vector<std::vector<float>> ddp = train_ddp(comm, run, logs);
   const std::vector<std::vector<float>> single = train_simulated(run, comm.size());
   const std::string diff = first_difference(ddp, single, Trainee(run));
   check_fact(diff.empty(), where(run.describe() + ": " + std::to_string(run.steps) + " steps equal one process bit for bit", comm.size()),
@@ -276,18 +290,10 @@ TEST_CASE("distributed_sampler shuffles and pads or cuts and strides like PyTorc
     for (int w : {1, 2, 3, 4, 7}) {
       for (bool drop_last : {false, true}) {
         for (int epoch : {0, 3}) {
-          // The specification, written out another way: the shuffled list at position k of the padded list
-          // is perm[k mod n]; rank r's i-th sample is position r + i·W.
-          std::vector<std::size_t> perm(n);
-          std::iota(perm.begin(), perm.end(), 0);
-          gpulab::Rng rng(kSamplerSeed + static_cast<std::uint64_t>(epoch));
-          for (std::size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[static_cast<std::size_t>(rng.integer(0, static_cast<std::int64_t>(i - 1)))]);
-          const std::size_t per_rank = drop_last ? n / static_cast<std::size_t>(w) : (n + static_cast<std::size_t>(w) - 1) / static_cast<std::size_t>(w);
           std::string detail = "ok";
           for (int r = 0; r < w && detail == "ok"; ++r) {
             const std::vector<std::size_t> got = lab08::distributed_sampler(n, w, r, kSamplerSeed, epoch, drop_last);
-            std::vector<std::size_t> want;
-            for (std::size_t i = 0; i < per_rank; ++i) want.push_back(perm[(static_cast<std::size_t>(r) + i * static_cast<std::size_t>(w)) % n]);
+            const std::vector<std::size_t> want = spec_sampler(n, w, r, kSamplerSeed, epoch, drop_last);
             if (got != want) {
               detail = "rank " + std::to_string(r) + ": " + std::to_string(got.size()) + " samples, want " + std::to_string(want.size());
               for (std::size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
@@ -447,15 +453,20 @@ TEST_CASE("Reducer with no_sync: gradient accumulation over 3 micro-batches equa
   Run run;
   run.micro = 3;
   run.first_bucket = run.bucket_cap = kSmallCap;
-  StepLog log;
-  const auto ddp = train_ddp(*comm, run, log);
+  std::vector<StepLog> logs;
+  const auto ddp = train_ddp(*comm, run, logs);
   const std::string diff = first_difference(ddp, train_simulated(run, comm->size()), Trainee(run));
   check_fact(diff.empty(), where(run.describe() + ": equal one process bit for bit", comm->size()), diff.empty() ? "equal" : diff,
              "with sync off, grad_ready and backward_done do nothing: the gradients accumulate locally");
   const std::size_t buckets = lab08::Reducer(*comm, Trainee(run).params, run.first_bucket, run.bucket_cap).buckets().size();
-  const std::uint64_t calls = log.traffic.collective_calls[0];
-  check_fact(calls == buckets, where("no_sync: one all-reduce per bucket per step, not per micro-batch", comm->size()),
-             std::to_string(calls) + " all-reduces for " + std::to_string(buckets) + " buckets and 3 micro-batches",
+  std::string calls = "";
+  bool each_step = true;
+  for (const StepLog& log : logs) {
+    calls += (calls.empty() ? "" : ", ") + std::to_string(log.traffic.collective_calls[0]);
+    each_step = each_step && log.traffic.collective_calls[0] == buckets;
+  }
+  check_fact(each_step, where("no_sync: one all-reduce per bucket per step, not per micro-batch", comm->size()),
+             "all-reduces per step: " + calls + " for " + std::to_string(buckets) + " buckets and 3 micro-batches",
              "communicate only in the last micro-batch's backward");
   (void)all_ranks(true);
 }
@@ -575,7 +586,6 @@ TEST_CASE("traffic: one all-reduce per parameter or one flat or one per bucket a
   auto comm = Communicator::create(Backend::kMpi);
   const int w = comm->size();
   Run run;
-  run.steps = 1;
   run.frozen = run.unused = true;
   std::uint64_t bytes = 0, live = 0;
   for (nn::Parameter* p : Trainee(run).params) {
@@ -595,53 +605,67 @@ TEST_CASE("traffic: one all-reduce per parameter or one flat or one per bucket a
                           Expect{Sync::kBuckets, kSmallCap, buckets, "one all-reduce per bucket, each over the bucket's flat buffer"}}) {
     run.sync = e.sync;
     run.first_bucket = run.bucket_cap = e.cap;
-    StepLog log;
-    (void)train_ddp(*comm, run, log);
-    const std::uint64_t calls = log.traffic.collective_calls[0], sent = log.traffic.collective_bytes[0];
-    const std::uint64_t others = log.traffic.collective_calls[1] + log.traffic.collective_calls[2] + log.traffic.messages_sent();
-    check_fact(calls == e.calls && sent == bytes && others == 0, where(std::string(to_string(e.sync)) + ": all-reduces and bytes of one step", w),
-               std::to_string(calls) + " all-reduces of " + std::to_string(sent) + " bytes (want " + std::to_string(e.calls) + " of " +
-                   std::to_string(bytes) + ")" + (others ? ", and other messages" : ""),
-               e.hint);
+    std::vector<StepLog> logs;
+    (void)train_ddp(*comm, run, logs);
+    std::string detail = "ok";
+    for (std::size_t step = 0; step < logs.size() && detail == "ok"; ++step) {
+      const gpulab::dist::Traffic& t = logs[step].traffic;
+      const std::uint64_t calls = t.collective_calls[0], sent = t.collective_bytes[0];
+      const std::uint64_t others = t.collective_calls[1] + t.collective_calls[2] + t.messages_sent();
+      if (calls != e.calls || sent != bytes || others != 0) {
+        detail = "step " + std::to_string(step) + ": " + std::to_string(calls) + " all-reduces of " + std::to_string(sent) + " bytes (want " +
+                 std::to_string(e.calls) + " of " + std::to_string(bytes) + ")" + (others ? ", and other messages" : "");
+      }
+    }
+    check_fact(detail == "ok", where(std::string(to_string(e.sync)) + ": all-reduces and bytes of every step", w), detail, e.hint);
   }
   (void)all_ranks(true);
 }
 
 TEST_CASE("Reducer: buckets launch during backward in order and never before their last gradient", "[cpu][08.5][08.6]") {
+  // 5 buckets, one of them holding the unused parameter (it gets no hook, so its bucket waits for
+  // backward_done, and every later bucket must wait behind it), a frozen one in none; every step.
   auto comm = Communicator::create(Backend::kMpi);
   const int w = comm->size();
   Run run;
-  run.steps = 1;
-  run.first_bucket = run.bucket_cap = kSmallCap;  // 5 buckets
+  run.first_bucket = run.bucket_cap = kSmallCap;
+  run.frozen = run.unused = true;
   Trainee t(run);
   const auto buckets = lab08::Reducer(*comm, t.params, run.first_bucket, run.bucket_cap).buckets();
-  StepLog log;
-  (void)train_ddp(*comm, run, log);
-  const auto& tl = log.timeline;
-  std::string order = "ok", early = "ok", wait = "ok";
-  if (tl.size() != buckets.size()) order = std::to_string(tl.size()) + " all-reduces for " + std::to_string(buckets.size()) + " buckets";
-  for (std::size_t b = 0; b < std::min(tl.size(), buckets.size()); ++b) {
-    std::size_t floats = 0;
-    double last = 0.0;
-    for (std::size_t i : buckets[b]) {
-      floats += t.params[i]->value.size();
-      const auto hooked = log.hooked.find(t.params[i]->name);  // train_ddp's model has the same names
-      if (hooked != log.hooked.end()) last = std::max(last, hooked->second);
+  std::vector<StepLog> logs;
+  (void)train_ddp(*comm, run, logs);
+  std::string order = "ok", early = "ok", wait = "ok", during = "ok";
+  for (std::size_t step = 0; step < logs.size(); ++step) {
+    const StepLog& log = logs[step];
+    const auto& tl = log.timeline;
+    const std::string at = "step " + std::to_string(step) + ": ";
+    if (tl.size() != buckets.size() && order == "ok") order = at + std::to_string(tl.size()) + " all-reduces for " + std::to_string(buckets.size()) + " buckets";
+    for (std::size_t b = 0; b < std::min(tl.size(), buckets.size()); ++b) {
+      std::size_t floats = 0;
+      double last = 0.0;
+      for (std::size_t i : buckets[b]) {
+        floats += t.params[i]->value.size();
+        const auto hooked = log.hooked.find(t.params[i]->name);  // train_ddp's model has the same names
+        if (hooked != log.hooked.end()) last = std::max(last, hooked->second);
+      }
+      if (tl[b].count != floats && order == "ok") {
+        order = at + "all-reduce " + std::to_string(b) + " is over " + std::to_string(tl[b].count) + " floats, bucket " + std::to_string(b) + " holds " + std::to_string(floats);
+      }
+      if (tl[b].posted < last && early == "ok") early = at + "bucket " + std::to_string(b) + " started before its last gradient was ready";
+      if (tl[b].waited >= 0 && tl[b].waited < log.last_hook && wait == "ok") wait = at + "bucket " + std::to_string(b) + " was waited for during backward";
     }
-    if (tl[b].count != floats && order == "ok") order = "all-reduce " + std::to_string(b) + " is over " + std::to_string(tl[b].count) + " floats, bucket " + std::to_string(b) + " holds " + std::to_string(floats);
-    if (tl[b].posted < last && early == "ok") early = "bucket " + std::to_string(b) + " started before its last gradient was ready";
-    if (tl[b].waited >= 0 && tl[b].waited < log.last_hook && wait == "ok") wait = "bucket " + std::to_string(b) + " was waited for during backward";
+    if ((tl.empty() || tl.front().posted >= log.backward_end) && during == "ok") {
+      during = at + (tl.empty() ? "no all-reduce" : "the first started only in backward_done");
+    }
   }
   check_fact(order == "ok", where("one all-reduce per bucket, started in bucket order", w), order,
-             "launch bucket k + 1 only after bucket k, over the bucket's whole flat buffer");
+             "launch bucket k + 1 only after bucket k, over the bucket's whole flat buffer; a bucket waiting for an unused parameter holds the later ones back");
   check_fact(early == "ok", where("no bucket starts before its last gradient is ready", w), early,
              "a bucket is ready when every one of its parameters has had its hook, not its first");
   check_fact(wait == "ok", where("no bucket is waited for before the last gradient-ready hook", w), wait,
              "waiting inside the hook stops backward until the all-reduce ends: wait in backward_done");
-  const bool during = !tl.empty() && tl.front().posted < log.backward_end;
-  check_fact(during, where("the first bucket's all-reduce starts before backward ends", w),
-             during ? "yes" : (tl.empty() ? "no all-reduce" : "only in backward_done"),
-             "grad_ready launches a bucket the moment its last gradient is ready, during backward");
+  check_fact(during == "ok", where("the first bucket's all-reduce starts before backward ends in every step", w), during,
+             "grad_ready launches a bucket the moment its last gradient is ready, during backward; reset the reducer's state after each backward");
   (void)all_ranks(true);
 }
 
