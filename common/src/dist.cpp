@@ -109,24 +109,69 @@ Communicator::~Communicator() {
 }
 
 Request Communicator::isend(const float* buffer, std::size_t count, int dest) {
+  const double posted = now();
   Request r = post_send(buffer, count, dest);
   r.is_send = true;
   ++sends_posted_;
+  if (log_messages_) {
+    r.log_index = log_base_ + static_cast<long>(messages_.size());
+    messages_.push_back({true, dest, count, posted});
+  }
   return r;
 }
 
 Request Communicator::irecv(float* buffer, std::size_t count, int source) {
+  const double posted = now();
   Request r = post_recv(buffer, count, source);
   r.is_send = false;
   ++recvs_posted_;
+  if (log_messages_) {
+    r.log_index = log_base_ + static_cast<long>(messages_.size());
+    messages_.push_back({false, source, count, posted});
+  }
   return r;
 }
 
 void Communicator::wait(Request& request) {
   if (!request.pending) return;
   const bool send = request.is_send;
+  const double waited = now();
   complete(request);
   ++(send ? sends_waited_ : recvs_waited_);
+  if (MessageEntry* e = log_entry(request)) {
+    e->waited = waited;
+    e->completed = now();
+  }
+}
+
+bool Communicator::test(Request& request) {
+  if (!request.pending) return true;
+  const bool send = request.is_send;
+  if (!poll(request)) return false;
+  ++(send ? sends_waited_ : recvs_waited_);
+  if (MessageEntry* e = log_entry(request)) e->waited = e->completed = now();
+  return true;
+}
+
+bool Communicator::poll(Request&) { return false; }
+
+bool Communicator::poll_mpi(Request& request) {
+  int done = 0;
+  MPI_CHECK(MPI_Test(&request.mpi, &done, MPI_STATUS_IGNORE));
+  if (!done) return false;
+  request.pending = false;
+  if (request.on_complete) request.on_complete();
+  return true;
+}
+
+void Communicator::clear_messages() {
+  log_base_ += static_cast<long>(messages_.size());
+  messages_.clear();
+}
+
+MessageEntry* Communicator::log_entry(const Request& request) {
+  const long i = request.log_index - log_base_;
+  return request.log_index >= 0 && i >= 0 && i < static_cast<long>(messages_.size()) ? &messages_[static_cast<std::size_t>(i)] : nullptr;
 }
 
 std::string Communicator::outstanding_requests() const {
@@ -214,6 +259,8 @@ class MpiCommunicator final : public Communicator {
     request.pending = false;
     if (request.on_complete) request.on_complete();
   }
+
+  bool poll(Request& request) override { return poll_mpi(request); }
 
   void add(float* dst, const float* src, std::size_t count) override {
     for (std::size_t i = 0; i < count; ++i) dst[i] += src[i];

@@ -145,6 +145,12 @@ class StagingCommunicator final : public DeviceCommunicator {
     staged_.erase(request.backend_slot);
   }
 
+  bool poll(Request& request) override {
+    if (!poll_mpi(request)) return false;
+    staged_.erase(request.backend_slot);
+    return true;
+  }
+
  private:
   std::map<int, std::vector<float>> staged_;
   int next_slot_ = 0;

@@ -30,6 +30,7 @@
 #include "gpulab/random.hpp"
 #include "gpulab/stats.hpp"
 #include "gpulab_test.hpp"
+#include "gpulab_timeline.hpp"
 
 using gpulab::dist::Backend;
 using gpulab::dist::Communicator;
@@ -675,34 +676,8 @@ TEST_CASE("Reducer: buckets launch during backward in order and never before the
 
 namespace {
 
-/// Every rank's intervals (kind, start, end triples; one machine's clock) on rank 0, as the
-/// scorecard's timeline: {"ranks": [[{"what", "start_ms", "end_ms"}, ...], ...]}, times from the
-/// earliest start (`gpulab grade 08 --plot` draws it).
-nlohmann::json gathered_timeline(const std::vector<double>& mine) {
-  int w = 1, r = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &w);
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  int count = static_cast<int>(mine.size());
-  std::vector<int> counts(static_cast<std::size_t>(w)), offsets(static_cast<std::size_t>(w));
-  PMPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  for (int k = 1; k < w; ++k) offsets[static_cast<std::size_t>(k)] = offsets[static_cast<std::size_t>(k - 1)] + counts[static_cast<std::size_t>(k - 1)];
-  std::vector<double> all(static_cast<std::size_t>(offsets.back() + counts.back()));
-  PMPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  if (r != 0) return nullptr;
-  double origin = 1e300;
-  for (std::size_t i = 0; i + 2 < all.size(); i += 3) origin = std::min(origin, all[i + 1]);
-  nlohmann::json ranks = nlohmann::json::array();
-  for (int k = 0; k < w; ++k) {
-    nlohmann::json lane = nlohmann::json::array();
-    for (int i = offsets[static_cast<std::size_t>(k)]; i + 2 < offsets[static_cast<std::size_t>(k)] + counts[static_cast<std::size_t>(k)]; i += 3) {
-      const int kind = static_cast<int>(all[static_cast<std::size_t>(i)]);
-      const std::string what = kind == 0 ? "forward" : kind == 1 ? "backward" : "bucket " + std::to_string(kind - 2);
-      lane.push_back({{"what", what}, {"start_ms", (all[static_cast<std::size_t>(i) + 1] - origin) * 1e3}, {"end_ms", (all[static_cast<std::size_t>(i) + 2] - origin) * 1e3}});
-    }
-    ranks.push_back(lane);
-  }
-  return {{"ranks", ranks}};
-}
+/// Kind k of the step's intervals: 0 forward, 1 backward, 2 + b bucket b's all-reduce.
+std::string interval_name(int kind) { return kind == 0 ? "forward" : kind == 1 ? "backward" : "bucket " + std::to_string(kind - 2); }
 
 }  // namespace
 
@@ -740,7 +715,7 @@ TEST_CASE("DDP step time and exposed communication", "[cpu][perf]") {
   std::vector<double> hidden(names.size(), 0.0), in_flight(names.size(), 0.0);
   // The variants take turns, round after round, so that a slow spell of the machine (two ranks
   // on two cores share them with everything else) falls on all of them alike.
-  std::vector<double> intervals;  // the last bucketed step, for the timeline: kind, start, end (kind 0 forward, 1 backward, 2 + k bucket k)
+  std::vector<gpulab::testing::Span> intervals;  // the last bucketed step, for the timeline
   for (int round = 0; round < 24; ++round) {
     for (std::size_t v = 0; v < names.size(); ++v) {
       PMPI_Barrier(MPI_COMM_WORLD);
@@ -758,11 +733,9 @@ TEST_CASE("DDP step time and exposed communication", "[cpu][perf]") {
       PMPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       if (v == 3) {
         const double end = gpulab::dist::now();
-        intervals = {0, t0, backward_start, 1, backward_start, backward_end};
+        intervals = {{interval_name(0), t0, backward_start}, {interval_name(1), backward_start, backward_end}};
         const auto tl = comm->timeline();
-        for (std::size_t k = 0; k < tl.size(); ++k) {
-          intervals.insert(intervals.end(), {2.0 + static_cast<double>(k), tl[k].posted, tl[k].completed >= 0 ? tl[k].completed : end});
-        }
+        for (std::size_t k = 0; k < tl.size(); ++k) intervals.push_back({interval_name(2 + static_cast<int>(k)), tl[k].posted, tl[k].completed >= 0 ? tl[k].completed : end});
       }
       if (round < 4) continue;  // warm-up
       seconds[v].push_back(slowest);
@@ -786,6 +759,6 @@ TEST_CASE("DDP step time and exposed communication", "[cpu][perf]") {
   if (r == 0) std::printf("%s\n", note);
   gpulab::testing::record_performance("ddp_bucketed_step", 1.0 / bucketed, "steps/s", 1.0 / compute, "the same step without communication",
                                       {{"ranks", w}, {"variants", variants}, {"compute_ms", compute * 1e3}, {"note", note},
-                                       {"timeline", gathered_timeline(intervals)}});
+                                       {"timeline", {{"ranks", gpulab::testing::gather_lanes(intervals)}}}});
   (void)all_ranks(true);
 }

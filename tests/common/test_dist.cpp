@@ -1,7 +1,8 @@
 /// @file test_dist.cpp
 /// @brief The Communicator on host memory (run on W ranks by mpirun): messages arrive in order
 /// and intact, traffic is counted per destination, library collectives are counted inside a
-/// LearnerScope only (through the Communicator or MPI directly), bad peers are errors.
+/// LearnerScope only (through the Communicator or MPI directly), bad peers are errors; test()
+/// completes requests without blocking and the message log records them.
 #include <catch2/catch.hpp>
 #include <mpi.h>
 
@@ -31,6 +32,51 @@ TEST_CASE("point-to-point messages arrive intact and in order", "[cpu]") {
     CHECK(in[m].front() == static_cast<float>(1000 * prev + m));
     CHECK(in[m].back() == static_cast<float>(1000 * prev + m + in[m].size() - 1));
   }
+}
+
+TEST_CASE("test() completes a request without blocking and the message log says when", "[cpu]") {
+  auto comm = Communicator::create(Backend::kMpi);
+  const int w = comm->size(), r = comm->rank(), next = (r + 1) % w, prev = (r + w - 1) % w;
+  // 64 KiB: above the shared-memory eager limit, so the send cannot be complete before the
+  // receive is posted; a barrier (harness, not logged) orders the two.
+  std::vector<float> out(16384, static_cast<float>(r)), in(16384, -1.0f);
+  comm->clear_messages();
+  comm->log_messages(true);
+  gpulab::dist::Request send = comm->isend(out.data(), out.size(), next);
+  PMPI_Barrier(MPI_COMM_WORLD);
+  gpulab::dist::Request recv = comm->irecv(in.data(), in.size(), prev);
+  while (!comm->test(recv)) {
+  }
+  CHECK(in.front() == static_cast<float>(prev));
+  CHECK(in.back() == static_cast<float>(prev));
+  while (!comm->test(send)) {
+  }
+  CHECK_FALSE(send.pending);
+  CHECK(comm->test(send));  // a completed request stays complete
+  comm->wait(send);         // and waiting for it again does nothing
+  CHECK(comm->sends_outstanding() == 0);
+  CHECK(comm->recvs_outstanding() == 0);
+  comm->log_messages(false);
+  const auto log = comm->messages();
+  REQUIRE(log.size() == 2);
+  CHECK(log[0].send);
+  CHECK(log[0].peer == next);
+  CHECK(log[1].peer == prev);
+  CHECK(log[0].count == out.size());
+  for (const auto& e : log) {
+    CHECK(e.posted > 0);
+    CHECK(e.completed >= e.posted);
+    CHECK(e.waited >= e.posted);
+  }
+  // Not logging: nothing is added; a cleared log forgets, and later completions of requests
+  // posted before it do not write into it.
+  gpulab::dist::Request late = comm->irecv(in.data(), 1, prev);
+  gpulab::dist::Request other = comm->isend(out.data(), 1, next);
+  comm->wait(other);
+  comm->wait(late);
+  CHECK(comm->messages().size() == 2);
+  comm->clear_messages();
+  CHECK(comm->messages().empty());
 }
 
 TEST_CASE("traffic is counted per destination", "[cpu]") {

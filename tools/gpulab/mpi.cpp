@@ -14,6 +14,10 @@ namespace gpulab::cli {
 
 std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std::vector<std::string>& command) {
   std::vector<std::string> argv = {"mpirun", "-np", std::to_string(ranks), "--oversubscribe"};
+  // One node, shared memory: OpenMPI's ob1 messaging (the vader transport, 4 KiB eager limit) on
+  // every machine, so that what the tests rely on (a larger send is not complete before its
+  // receive is posted) holds even where UCX would be chosen for a network card.
+  argv.insert(argv.end(), {"--mca", "pml", "ob1"});
   if (geteuid() == 0) argv.push_back("--allow-run-as-root");
   argv.insert(argv.end(), {"--output-filename", logs.string()});
   argv.insert(argv.end(), command.begin(), command.end());

@@ -116,6 +116,7 @@ struct Request {
   int backend_slot = -1;              ///< backend bookkeeping (IPC, NCCL)
   bool pending = false;               ///< started and not yet completed by wait()
   bool is_send = false;               ///< an isend (else an irecv)
+  long log_index = -1;                ///< its entry in the communicator's message log, when logging
 
   Request() = default;
   Request(const Request&) = delete;
@@ -123,7 +124,8 @@ struct Request {
   /// Takes over @p other's message; @p other is left empty (not pending).
   Request(Request&& other) noexcept
       : mpi(std::exchange(other.mpi, MPI_REQUEST_NULL)), on_complete(std::move(other.on_complete)),
-        backend_slot(std::exchange(other.backend_slot, -1)), pending(std::exchange(other.pending, false)), is_send(other.is_send) {}
+        backend_slot(std::exchange(other.backend_slot, -1)), pending(std::exchange(other.pending, false)), is_send(other.is_send),
+        log_index(std::exchange(other.log_index, -1)) {}
   /// Takes over @p other's message; this request must not be pending.
   Request& operator=(Request&& other) noexcept {
     mpi = std::exchange(other.mpi, MPI_REQUEST_NULL);
@@ -131,8 +133,20 @@ struct Request {
     backend_slot = std::exchange(other.backend_slot, -1);
     pending = std::exchange(other.pending, false);
     is_send = other.is_send;
+    log_index = std::exchange(other.log_index, -1);
     return *this;
   }
+};
+
+/// One isend or irecv as this rank saw it, while message logging is on (times from now(); −1:
+/// not yet).
+struct MessageEntry {
+  bool send = false;       ///< an isend (else an irecv)
+  int peer = -1;           ///< the destination or source rank
+  std::size_t count = 0;   ///< floats
+  double posted = 0.0;     ///< when it was started
+  double waited = -1.0;    ///< when wait() was called for it (or test() found it complete)
+  double completed = -1.0; ///< when it was seen complete
 };
 
 /// Point-to-point communication between the ranks of an MPI communicator.
@@ -158,6 +172,10 @@ class Communicator {
   [[nodiscard]] Request irecv(float* buffer, std::size_t count, int source);
   /// Completes one request (and makes progress on the others).
   void wait(Request& request);
+  /// Completes @p request if its message has gone (a send) or arrived (a receive), without
+  /// blocking; true when it is complete now (it needs no wait() then). Backends that cannot ask
+  /// without blocking (CUDA IPC, NCCL) answer false until wait().
+  bool test(Request& request);
   /// Completes all of them, in order.
   void wait_all(std::vector<Request>& requests);
   /// One ring step: send to @p dest and receive from @p source at once (no deadlock when every
@@ -200,6 +218,13 @@ class Communicator {
   std::vector<TimelineEntry> timeline() const { return timeline_; }
   /// Forgets the timeline.
   void clear_timeline() { timeline_.clear(); }
+  /// Starts (true) or stops recording every isend and irecv in messages() (off by default: the
+  /// collectives lab posts millions).
+  void log_messages(bool on) { log_messages_ = on; }
+  /// The isends and irecvs started since the last clear_messages() while logging was on, in order.
+  std::vector<MessageEntry> messages() const { return messages_; }
+  /// Forgets the message log (requests still pending keep no entry).
+  void clear_messages();
   /// Library collectives started and not yet waited for.
   std::size_t collectives_outstanding() const { return ops_.size(); }
 
@@ -225,6 +250,12 @@ class Communicator {
   virtual Request post_recv(float* buffer, std::size_t count, int source) = 0;
   /// The backend's wait, for a pending request.
   virtual void complete(Request& request) = 0;
+  /// The backend's test: completes @p request and returns true if it is done; false when it is
+  /// not, or when the backend cannot tell without blocking (the default).
+  virtual bool poll(Request& request);
+  /// Completes @p request (pending, with an MPI request and nothing else to do at the end)
+  /// through MPI_Test; the host backends' poll.
+  bool poll_mpi(Request& request);
   /// Sets rank and size from @p comm and makes MPI report errors as codes.
   Communicator(Backend backend, MPI_Comm comm);
   /// Adds one message of @p count floats to @p dest to the traffic.
@@ -249,6 +280,10 @@ class Communicator {
   std::size_t sends_posted_ = 0, sends_waited_ = 0, recvs_posted_ = 0, recvs_waited_ = 0;
   std::deque<std::unique_ptr<Op>> ops_;   ///< in the order they were started
   std::vector<TimelineEntry> timeline_;
+  std::vector<MessageEntry> messages_;
+  long log_base_ = 0;  ///< the log index of messages_[0] (entries before it were cleared)
+  bool log_messages_ = false;
+  MessageEntry* log_entry(const Request& request);
   long next_op_id_ = 0;
   MPI_Comm first_phase_ = MPI_COMM_NULL;   ///< every collective's first phase, in start order
   MPI_Comm second_phase_ = MPI_COMM_NULL;  ///< all-reduces' all-gathers, in start order
