@@ -409,6 +409,9 @@ TEST_CASE("allocator: hand-worked addresses for rounding and best fit and splitt
     a.free(p1);                   // free: [0, 512) and [2048, 2 MiB)
     void* p4 = a.allocate(200);   // best fit: the 512 B block, not the big one
     expect("allocate(200) after a free", off(p4), 0);
+    void* m1 = a.allocate(MiB - 100);  // rounds to exactly 1 MiB: still the small pool, from the segment's free rest
+    expect("allocate(1 MiB − 100): the small pool", off(m1), 2048);
+    a.free(m1);                        // merges back: the small segment as before
     void* big = a.allocate(3 * MiB);  // large pool, ≤ 10 MiB: a 20 MiB segment after the small one, split
     expect("allocate(3 MiB)", off(big), 2 * MiB);
     void* big2 = a.allocate(5 * MiB);  // from the 17 MiB remainder
@@ -516,7 +519,7 @@ TEST_CASE("allocator: out of memory empties the cache and retries once then says
     a.free(x);
   }
   {
-    MockDevice dev(24 * MiB);
+    MockDevice dev(22 * MiB);  // exactly one 20 MiB and one 2 MiB segment
     lab06::CachingAllocator a(dev);
     std::string message;
     try {
@@ -524,19 +527,23 @@ TEST_CASE("allocator: out of memory empties the cache and retries once then says
       void* s = a.allocate(100);
       (void)x;
       (void)s;
-      (void)a.allocate(8 * MiB, 1);  // another 20 MiB segment: the device has 2 MiB left
+      (void)a.allocate(1000, 1);  // stream 1 needs a segment of its own: the device is full
     } catch (const lab06::OutOfMemory& e) {
       message = e.what();
     } catch (const std::exception& e) {
       message = std::string("(not OutOfMemory) ") + e.what();
     }
-    const std::string want = "out of memory: tried to allocate 8.00 MiB; 3.00 MiB allocated, 22.00 MiB reserved, the largest free block 17.00 MiB";
+    const std::string want = "out of memory: tried to allocate 1.00 KiB; 3.00 MiB allocated, 22.00 MiB reserved, the largest free block 17.00 MiB";
     if (message != want) wrong.push_back("the message is \"" + message + "\", expected \"" + want + "\"");
     if (a.stats().failed_mallocs != 2) wrong.push_back("failed mallocs " + std::to_string(a.stats().failed_mallocs) + ", expected 2 (the first try and the retry)");
   }
   check_fact(wrong.empty(), "out of memory", wrong.empty() ? "retried once after emptying the cache; the message says what is where" : wrong.front(),
              "when the backend refuses: empty_cache's work, then one more try; then throw OutOfMemory with the sizes in format_bytes");
   CHECK(lab06::format_bytes(512) == "512 B");
+  CHECK(lab06::format_bytes(1023) == "1023 B");
+  CHECK(lab06::format_bytes(1024) == "1.00 KiB");
+  CHECK(lab06::format_bytes(MiB) == "1.00 MiB");
+  CHECK(lab06::format_bytes(std::size_t{1} << 30) == "1.00 GiB");
   CHECK(lab06::format_bytes(1536) == "1.50 KiB");
   CHECK(lab06::format_bytes(3 * (std::size_t{1} << 30) + (std::size_t{1} << 28)) == "3.25 GiB");
 }

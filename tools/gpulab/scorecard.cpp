@@ -82,8 +82,9 @@ void Scorecard::add(Check check) {
 void Scorecard::keep(Check check) { checks_.push_back(std::move(check)); }
 
 void Scorecard::print(const Check& c) const {
-  // Quiet runs (selftest) still show failures and every performance figure.
-  if (quiet_ && !counted_as_failure(c.status) && !(c.kind == Kind::kPerformance && c.status == Status::kPass)) return;
+  // Quiet runs (selftest) still show failures, stretch goals not reached (not counted, but a
+  // learner who tried one must see why) and every performance figure.
+  if (quiet_ && !counted_as_failure(c.status) && c.status != Status::kStretch && !(c.kind == Kind::kPerformance && c.status == Status::kPass)) return;
   const bool colour = out_ == &std::cout && isatty(STDOUT_FILENO) != 0;
   char head[600];
   const std::string where = c.where == Where::kNone ? "     " : std::string("[") + to_string(c.where) + "]";
