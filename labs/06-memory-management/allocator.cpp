@@ -109,7 +109,9 @@ void release_free_segments(State&) {}
 
 }  // namespace
 
-CachingAllocator::CachingAllocator(DeviceBackend& backend, std::size_t max_split) : state_(std::make_unique<State>(backend, max_split)) {}
+CachingAllocator::CachingAllocator(DeviceBackend& backend, std::size_t max_split) : state_(std::make_unique<State>(backend, max_split)) {
+  if (max_split <= kMidSegment) throw std::invalid_argument("CachingAllocator: max_split must be above 20 MiB (" + format_bytes(max_split) + ")");
+}
 
 CachingAllocator::~CachingAllocator() {
   for (const auto& seg : state_->segments) state_->backend.free(reinterpret_cast<void*>(seg.first));

@@ -131,6 +131,7 @@ void* segment_from_backend(State& s, std::size_t segment, std::size_t size) {
   void* p = s.backend.malloc(segment);
   if (p == nullptr) {
     ++s.stats.failed_mallocs;
+    process_events(s);  // what empty_cache does
     release_free_segments(s);
     p = s.backend.malloc(segment);
   }
@@ -234,7 +235,9 @@ void release_free_segments(State& s) {
 
 }  // namespace
 
-CachingAllocator::CachingAllocator(DeviceBackend& backend, std::size_t max_split) : state_(std::make_unique<State>(backend, max_split)) {}
+CachingAllocator::CachingAllocator(DeviceBackend& backend, std::size_t max_split) : state_(std::make_unique<State>(backend, max_split)) {
+  if (max_split <= kMidSegment) throw std::invalid_argument("CachingAllocator: max_split must be above 20 MiB (" + format_bytes(max_split) + ")");
+}
 
 CachingAllocator::~CachingAllocator() {
   for (const auto& seg : state_->segments) state_->backend.free(reinterpret_cast<void*>(seg.first));

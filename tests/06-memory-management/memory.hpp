@@ -128,15 +128,16 @@ struct AllocatorStats {
 /// TODO(06.3): thrown when the backend refuses even after the cache was emptied. what(): "out of
 /// memory: tried to allocate R; A allocated, V reserved, the largest free block F", with R the
 /// rounded request, A and V the stats after the cache was emptied, F the largest free block left
-/// (0 B if none), sizes as format_bytes writes them — what PyTorch users asked for (pytorch#29554).
+/// (of any pool and stream; 0 B if none), sizes as format_bytes writes them — what PyTorch users
+/// asked for (pytorch#29554).
 /// Each refusal counts in failed_mallocs.
 class OutOfMemory : public std::runtime_error {
  public:
   explicit OutOfMemory(const std::string& what) : std::runtime_error(what) {}
 };
 
-/// "512 B", "1.50 KiB", "20.00 MiB", "3.25 GiB": B below 1 KiB, else two decimals of the largest
-/// unit that is ≤ the size.
+/// "512 B", "1.50 KiB", "20.00 MiB", "3.25 GiB": B below 1 KiB, else the size in the largest unit
+/// that is ≤ it, as printf's "%.2f" writes it (so 1 MiB − 1 B is "1024.00 KiB").
 std::string format_bytes(std::size_t bytes);
 
 /// A caching allocator (PyTorch's CUDACachingAllocator, simplified to exact rules).
@@ -146,8 +147,8 @@ std::string format_bytes(std::size_t bytes);
 /// the smallest that fits, the lowest address among equals, skipping — when max_split is set —
 /// blocks ≥ max_split for requests < max_split. If none fits, take a new segment from the
 /// backend: 2 MiB (small pool), 20 MiB (rounded size ≤ 10 MiB), else the rounded size rounded up
-/// to 2 MiB; if the backend refuses, empty the cache (below) and ask once more; if it still
-/// refuses, throw OutOfMemory. The block found (or the new segment, as one block) is split when
+/// to 2 MiB; if the backend refuses, do what empty_cache does (below: events first) and ask once
+/// more; if it still refuses, throw OutOfMemory. The block found (or the new segment, as one block) is split when
 /// its remainder is ≥ 512 B (small pool) or > 1 MiB (large pool), and is never split when it is
 /// ≥ max_split: the front part is returned, the remainder stays free, on the same stream.
 ///
@@ -160,7 +161,8 @@ std::string format_bytes(std::size_t bytes);
 class CachingAllocator {
  public:
   /// Memory from @p backend (not owned); @p max_split: blocks this large or larger are never split
-  /// (SIZE_MAX: no limit).
+  /// (SIZE_MAX: no limit). Like PyTorch's max_split_size_mb it must be above 20 MiB (a smaller one
+  /// would leave the 20 MiB segments unsplittable): std::invalid_argument otherwise (given).
   explicit CachingAllocator(DeviceBackend& backend, std::size_t max_split = SIZE_MAX);
   /// Gives every segment back (live blocks too: the owner of the memory is gone).
   ~CachingAllocator();
@@ -171,7 +173,8 @@ class CachingAllocator {
   void* allocate(std::size_t bytes, Stream stream = 0);
   /// TODO(06.4): gives back a pointer allocate returned (std::invalid_argument otherwise).
   void free(void* pointer);
-  /// TODO(06.4): the block of @p pointer is also used by work on @p stream (nothing to do for its own).
+  /// TODO(06.4): the block of @p pointer is also used by work on @p stream (nothing to do for its
+  /// own); std::invalid_argument unless @p pointer is a live block (checked for you).
   void record_stream(void* pointer, Stream stream);
   /// TODO(06.4): gives whole free segments back to the backend (after processing events).
   void empty_cache();
@@ -192,9 +195,11 @@ class CachingAllocator {
 
 /// TODO(06.5): the time of a chunked H2D → kernel → D2H pipeline of @p chunks chunks whose
 /// stages take @p h, @p c and @p d each (the whole job's times divided by the chunks), on as many
-/// streams as chunks: with two copy engines (H2D and D2H at once) the stages of different chunks
-/// overlap fully, h + c + d + (chunks − 1)·max(h, c, d); with one copy engine the two copies
-/// share it, h + c + d + (chunks − 1)·max(h + d, c). @p copy_engines is
+/// streams as chunks (or enough streams that a chunk's stream is free when it is its turn): with
+/// two copy engines (H2D and D2H at once) the stages of different chunks overlap fully,
+/// h + c + d + (chunks − 1)·max(h, c, d); with one copy engine the two copies share it,
+/// h + c + d + (chunks − 1)·max(h + d, c). (Two copies at once on PCIe rarely both reach one
+/// direction's rate: the model is a lower bound, tight when the kernel dominates.) @p copy_engines is
 /// cudaDeviceProp::asyncEngineCount (0 or 1: one; 2 or more: two). Throws std::invalid_argument
 /// unless chunks ≥ 1.
 double overlap_model_seconds(double h, double c, double d, int chunks, int copy_engines);
@@ -209,7 +214,8 @@ double serial_transform(const float* x, float* y, std::size_t n);
 /// The element-wise function both run (given): kTransformRounds iterations of
 /// v = sinf(v)·0.999 + x from v = x, so that the kernel's time can be set against the copies'.
 constexpr int kTransformRounds = 64;
-/// y = f(x) on the host, the same float operations in the same order (the tests' yardstick).
+/// y = f(x) on the host (the tests' yardstick: the device's sinf is within 2 ulps and nvcc fuses the
+/// multiply-add, so the two differ in the last bits).
 float transform_host(float x);
 /// Launches the kernel over @p n elements on @p stream (a cudaStream_t, given as void* so that
 /// this header needs no CUDA).

@@ -155,6 +155,7 @@ class RuleModel {
       void* p = backend_.malloc(seg);
       if (p == nullptr) {
         ++stats.failed_mallocs;
+        events();
         release();
         p = backend_.malloc(seg);
       }
@@ -416,7 +417,7 @@ TEST_CASE("allocator: hand-worked addresses for rounding and best fit and splitt
     expect("allocate(3 MiB)", off(big), 2 * MiB);
     void* big2 = a.allocate(5 * MiB);  // from the 17 MiB remainder
     expect("allocate(5 MiB) from the remainder", off(big2), 5 * MiB);
-    void* huge = a.allocate(11 * MiB + 1);  // the best fit is the 12 MiB left of the segment; rest 0.5 MiB ≤ 1 MiB: not split
+    void* huge = a.allocate(11 * MiB + 1);  // the best fit is the 12 MiB left of the segment; rest 1 MiB − 512 B ≤ 1 MiB: not split
     expect("allocate(11 MiB + 1)", off(huge), 10 * MiB);
     expect("its block (not split: the rest is ≤ 1 MiB)", a.block_size(huge), 12 * MiB);
     const lab06::AllocatorStats s = a.stats();
@@ -432,6 +433,10 @@ TEST_CASE("allocator: hand-worked addresses for rounding and best fit and splitt
     void* huge2 = a.allocate(11 * MiB + 1);  // now nothing fits: a segment of 12 MiB (rounded up to 2 MiB), not split
     expect("allocate(11 MiB + 1) with nothing free: a new segment", off(huge2), 22 * MiB);
     expect("its block", a.block_size(huge2), 12 * MiB);
+    void* edge = a.allocate(19 * MiB);  // its own 20 MiB segment; the rest is exactly 1 MiB: not split (> 1 MiB splits)
+    expect("allocate(19 MiB): a new segment", off(edge), 34 * MiB);
+    expect("its block (the rest of exactly 1 MiB is not split off)", a.block_size(edge), 20 * MiB);
+    a.free(edge);
     a.free(whole);
     a.free(huge2);
     a.free(p2);
@@ -439,12 +444,33 @@ TEST_CASE("allocator: hand-worked addresses for rounding and best fit and splitt
     a.free(p4);
     a.empty_cache();
     const lab06::AllocatorStats e = a.stats();
-    if (e.reserved != 0 || e.allocated != 0 || e.backend_frees != 3 || dev.live_bytes() != 0) {
+    if (e.reserved != 0 || e.allocated != 0 || e.backend_frees != 4 || dev.live_bytes() != 0) {
       wrong.push_back("after freeing everything and empty_cache: " + describe(e) + ", the device holds " + std::to_string(dev.live_bytes()) + " B");
     }
   } catch (const std::exception& ex) {
     wrong.push_back(std::string("threw: ") + ex.what());
   }
+  // Pointers that are not live blocks: a foreign one, one freed twice.
+  int refused = 0;
+  try {
+    void* p = a.allocate(100);
+    a.free(p);
+    for (void* bad : {p, reinterpret_cast<void*>(MockDevice::kBase + 12345)}) {
+      try {
+        a.free(bad);
+      } catch (const std::invalid_argument&) {
+        ++refused;
+      }
+      try {
+        (void)a.block_size(bad);
+      } catch (const std::invalid_argument&) {
+        ++refused;
+      }
+    }
+  } catch (const std::exception& ex) {
+    wrong.push_back(std::string("threw: ") + ex.what());
+  }
+  if (refused != 4) wrong.push_back("free or block_size of a pointer that is not a live block did not throw std::invalid_argument (" + std::to_string(refused) + " of 4)");
   check_fact(wrong.empty(), "the hand-worked trace", wrong.empty() ? "every address as predicted" : wrong.front(), kRulesHint);
 }
 
@@ -460,17 +486,24 @@ TEST_CASE("allocator: blocks stay on their stream and wait for the events of str
     a.free(q);
     void* r = a.allocate(4096, 0);
     if (r != p) wrong.push_back("stream 0 did not get its own freed block back");
-    a.record_stream(r, 2);  // work on stream 2 uses it too
+    a.record_stream(r, 2);  // work on streams 2 and 3 uses it too
+    a.record_stream(r, 3);
     a.free(r);
-    if (dev.recorded.size() != 1 || dev.recorded[0].second != 2) wrong.push_back("free after record_stream(2) did not record one event on stream 2");
+    if (dev.recorded.size() != 2 || dev.recorded[0].second != 2 || dev.recorded[1].second != 3) {
+      wrong.push_back("free after record_stream(2) and (3) did not record one event on each of streams 2 and 3");
+    }
     void* s = a.allocate(4096, 0);
-    if (s == r) wrong.push_back("the block was reused before stream 2's event completed");
+    if (s == r) wrong.push_back("the block was reused before the events of streams 2 and 3 completed");
+    if (!dev.recorded.empty()) dev.complete(dev.recorded[0].first);  // stream 2 done, stream 3 not yet
+    void* s2 = a.allocate(4096, 0);
+    if (s2 == r) wrong.push_back("the block was reused when only one of its two events had completed");
     dev.complete_all();
     void* t = a.allocate(4096, 0);
-    if (t != r) wrong.push_back("after the event completed, the block was not reused (offset " + std::to_string(off(t)) + ")");
+    if (t != r) wrong.push_back("after the events completed, the block was not reused (offset " + std::to_string(off(t)) + ")");
+    a.free(s2);
     a.record_stream(t, 0);  // its own stream: no event
     a.free(t);
-    if (dev.recorded.size() != 1) wrong.push_back("record_stream on the block's own stream recorded an event");
+    if (dev.recorded.size() != 2) wrong.push_back("record_stream on the block's own stream recorded an event");
     a.free(s);
   } catch (const std::exception& ex) {
     wrong.push_back(std::string("threw: ") + ex.what());
@@ -481,21 +514,28 @@ TEST_CASE("allocator: blocks stay on their stream and wait for the events of str
 
 TEST_CASE("allocator: max_split blocks are never split and never serve small requests", "[cpu][06.2]") {
   MockDevice dev;
-  lab06::CachingAllocator a(dev, 4 * MiB);
+  lab06::CachingAllocator a(dev, 24 * MiB);
   std::vector<std::string> wrong;
   try {
-    void* p = a.allocate(5 * MiB);  // a 20 MiB segment, ≥ max_split: not split
-    if (a.block_size(p) != 20 * MiB) wrong.push_back("a 20 MiB block ≥ max_split was split (" + std::to_string(a.block_size(p)) + " B)");
+    void* p = a.allocate(30 * MiB);  // its own 30 MiB segment, one block ≥ max_split
     a.free(p);
-    void* q = a.allocate(2 * MiB);  // < max_split: must not take the 20 MiB block
-    if (q == p) wrong.push_back("a 2 MiB request took a block ≥ max_split");
-    void* r = a.allocate(6 * MiB);  // ≥ max_split: may take it
-    if (r != p) wrong.push_back("a 6 MiB request did not take the free 20 MiB block");
+    void* q = a.allocate(12 * MiB);  // < max_split: must not take the free 30 MiB block
+    if (q == p) wrong.push_back("a 12 MiB request took a block ≥ max_split");
+    void* r = a.allocate(24 * MiB);  // ≥ max_split: takes it, and it stays whole (without max_split its 6 MiB rest would be split off)
+    if (r != p) wrong.push_back("a 24 MiB request did not take the free 30 MiB block");
+    if (r == p && a.block_size(r) != 30 * MiB) wrong.push_back("the 30 MiB block ≥ max_split was split (" + std::to_string(a.block_size(r)) + " B)");
     a.free(q);
     a.free(r);
   } catch (const std::exception& ex) {
     wrong.push_back(std::string("threw: ") + ex.what());
   }
+  bool refused = false;
+  try {
+    lab06::CachingAllocator small(dev, 20 * MiB);
+  } catch (const std::invalid_argument&) {
+    refused = true;
+  }
+  if (!refused) wrong.push_back("a max_split of 20 MiB was accepted (it must be above 20 MiB)");
   check_fact(wrong.empty(), "the max_split rule", wrong.empty() ? "as specified" : wrong.front());
 }
 
@@ -542,6 +582,7 @@ TEST_CASE("allocator: out of memory empties the cache and retries once then says
   CHECK(lab06::format_bytes(512) == "512 B");
   CHECK(lab06::format_bytes(1023) == "1023 B");
   CHECK(lab06::format_bytes(1024) == "1.00 KiB");
+  CHECK(lab06::format_bytes(MiB - 1) == "1024.00 KiB");
   CHECK(lab06::format_bytes(MiB) == "1.00 MiB");
   CHECK(lab06::format_bytes(std::size_t{1} << 30) == "1.00 GiB");
   CHECK(lab06::format_bytes(1536) == "1.50 KiB");
@@ -552,7 +593,7 @@ TEST_CASE("allocator: randomized traces give every address and statistic of the 
   std::vector<std::string> wrong;
   for (std::uint64_t seed = 1; seed <= 12 && wrong.empty(); ++seed) {
     gpulab::Rng rng(600 + seed);
-    const std::size_t max_split = seed % 3 == 0 ? 8 * MiB : SIZE_MAX;
+    const std::size_t max_split = seed % 3 == 0 ? 24 * MiB : SIZE_MAX;
     MockDevice dev_a(seed % 4 == 0 ? 96 * MiB : std::size_t{4} << 30), dev_m(seed % 4 == 0 ? 96 * MiB : std::size_t{4} << 30);
     lab06::CachingAllocator a(dev_a, max_split);
     RuleModel m(dev_m, max_split);
@@ -567,6 +608,7 @@ TEST_CASE("allocator: randomized traces give every address and statistic of the 
           const int kind = static_cast<int>(rng.integer(0, 9));
           std::size_t bytes = kind < 6 ? static_cast<std::size_t>(rng.integer(0, 64 * 1024)) : kind < 9 ? static_cast<std::size_t>(rng.integer(1, 12 * 1024 * 1024)) : static_cast<std::size_t>(rng.integer(10, 30)) * MiB;
           if (kind == 0) bytes = (bytes / 512) * 512;
+          if (kind == 1) bytes = static_cast<std::size_t>(rng.integer(0, 3)) == 0 ? MiB : static_cast<std::size_t>(rng.integer(1, 12)) * MiB + (rng.integer(0, 1) ? 0 : MiB - 512);  // the boundaries
           const lab06::Stream st = static_cast<lab06::Stream>(rng.integer(0, 2));
           void* pa = nullptr;
           void* pm = nullptr;
@@ -604,10 +646,17 @@ TEST_CASE("allocator: randomized traces give every address and statistic of the 
           const lab06::Stream st = static_cast<lab06::Stream>(rng.integer(0, 2));
           a.record_stream(live[k].first, st);
           m.record_stream(live[k].first, st);
-        } else if (op < 97) {
+        } else if (op < 95) {
           // Complete the events so far on both devices (the same ids: the same calls were made).
           dev_a.complete_all();
           dev_m.complete_all();
+        } else if (op < 97) {
+          // Complete one event only.
+          if (!dev_a.recorded.empty()) {
+            const std::size_t e = static_cast<std::size_t>(rng.integer(0, static_cast<std::int64_t>(dev_a.recorded.size()) - 1));
+            dev_a.complete(dev_a.recorded[e].first);
+            dev_m.complete(dev_m.recorded[e].first);
+          }
         } else {
           a.empty_cache();
           m.empty_cache();
@@ -719,6 +768,21 @@ TEST_CASE("allocator: gpulab::nn training through it gives the same weights and 
     error = e.what();
   }
   nn::set_allocator(previous);
+  std::vector<std::vector<float>> checkpointed;
+  {
+    HostBackend host2;
+    lab06::CachingAllocator cache2(host2);
+    NnAdapter adapter2(cache2);
+    previous = nn::set_allocator(&adapter2);
+    try {
+      checkpointed = train(widths, true);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    nn::set_allocator(previous);
+  }
+  check_fact(error.empty() && checkpointed == plain, "three checkpointed SGD steps with every tensor from your allocator",
+             error.empty() ? (checkpointed == plain ? "the same weights bit for bit" : "different weights") : "threw: " + error, kRulesHint);
   check_fact(error.empty() && cached == plain, "three SGD steps with every tensor from your allocator",
              error.empty() ? (cached == plain ? "the same weights bit for bit" : "different weights: two live tensors share memory?") : "threw: " + error, kRulesHint);
   const lab06::AllocatorStats s = cache.stats();
@@ -918,25 +982,32 @@ TEST_CASE("overlapped_transform is right and close to its model and faster than 
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
   const double t = gpulab::median(piped), s = gpulab::median(serial);
-  // Stage times: one chunk's copy in, kernel and copy out, each alone.
+  // Stage times: one chunk's copy in, kernel and copy out, each alone, the median of 5.
   const std::size_t per = n / chunks;
   float* d = nullptr;
   CUDA_CHECK(cudaMalloc(&d, 2 * per * sizeof(float)));
   cudaEvent_t e0, e1, e2, e3;
   for (cudaEvent_t* e : {&e0, &e1, &e2, &e3}) CUDA_CHECK(cudaEventCreate(e));
-  CUDA_CHECK(cudaEventRecord(e0));
-  CUDA_CHECK(cudaMemcpyAsync(d, x, per * sizeof(float), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaEventRecord(e1));
-  lab06::launch_transform(d, d + per, per, nullptr);
-  CUDA_CHECK(cudaEventRecord(e2));
-  CUDA_CHECK(cudaMemcpyAsync(y, d + per, per * sizeof(float), cudaMemcpyDeviceToHost));
-  CUDA_CHECK(cudaEventRecord(e3));
-  CUDA_CHECK(cudaEventSynchronize(e3));
-  float h = 0, c = 0, dd = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&h, e0, e1));
-  CUDA_CHECK(cudaEventElapsedTime(&c, e1, e2));
-  CUDA_CHECK(cudaEventElapsedTime(&dd, e2, e3));
+  std::vector<double> hs, cs, ds;
+  for (int round = 0; round < 6; ++round) {
+    CUDA_CHECK(cudaEventRecord(e0));
+    CUDA_CHECK(cudaMemcpyAsync(d, x, per * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaEventRecord(e1));
+    lab06::launch_transform(d, d + per, per, nullptr);
+    CUDA_CHECK(cudaEventRecord(e2));
+    CUDA_CHECK(cudaMemcpyAsync(y, d + per, per * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaEventRecord(e3));
+    CUDA_CHECK(cudaEventSynchronize(e3));
+    float a = 0, b = 0, c3 = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&a, e0, e1));
+    CUDA_CHECK(cudaEventElapsedTime(&b, e1, e2));
+    CUDA_CHECK(cudaEventElapsedTime(&c3, e2, e3));
+    if (round > 0) hs.push_back(a), cs.push_back(b), ds.push_back(c3);
+  }
+  const double h = gpulab::median(hs), c = gpulab::median(cs), dd = gpulab::median(ds);
   const double predicted = lab06::overlap_model_seconds(h * 1e-3, c * 1e-3, dd * 1e-3, chunks, prop.asyncEngineCount);
+  check_fact(t < 0.7 * s, "the pipeline faster than serial", "pipeline " + num(t * 1e3) + " ms, serial " + num(s * 1e3) + " ms",
+             "chunks on several streams from pinned memory, so that one chunk's copies run while another's kernel does");
   char note[300];
   std::snprintf(note, sizeof note, "n = %zu: serial %.2f ms, %d chunks over %d streams %.2f ms, the model %.2f ms (h %.2f, c %.2f, d %.2f ms a chunk; %d copy engine(s))", n, s * 1e3,
                 chunks, streams, t * 1e3, predicted * 1e3, h, c, dd, prop.asyncEngineCount);
@@ -954,28 +1025,41 @@ TEST_CASE("overlapped_transform is right and close to its model and faster than 
 
 namespace {
 
-/// Device memory from cudaMalloc; stream n is the n-th stream it made (0: the default stream).
+/// Device memory from cudaMalloc; stream n > 0 is a stream it makes on first use (0: the legacy
+/// default stream). Events are recorded on the stream they are asked for.
 class CudaBackend final : public lab06::DeviceBackend {
  public:
   ~CudaBackend() override {
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    for (auto& s : streams_) cudaStreamDestroy(s.second);
   }
   void* malloc(std::size_t bytes) override {
     void* p = nullptr;
     return cudaMalloc(&p, bytes) == cudaSuccess ? p : (cudaGetLastError(), nullptr);
   }
   void free(void* p) override { CUDA_CHECK(cudaFree(p)); }
-  lab06::Event record_event(lab06::Stream) override {
+  lab06::Event record_event(lab06::Stream stream) override {
     cudaEvent_t e = nullptr;
     CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventRecord(e, nullptr));
+    CUDA_CHECK(cudaEventRecord(e, stream_of(stream)));
     events_.push_back(e);
     return events_.size() - 1;
   }
   bool query(lab06::Event e) override { return cudaEventQuery(events_.at(e)) == cudaSuccess; }
+  cudaStream_t stream_of(lab06::Stream s) {
+    if (s == 0) return nullptr;
+    auto it = streams_.find(s);
+    if (it == streams_.end()) {
+      cudaStream_t st = nullptr;
+      CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      it = streams_.emplace(s, st).first;
+    }
+    return it->second;
+  }
 
  private:
   std::vector<cudaEvent_t> events_;
+  std::map<lab06::Stream, cudaStream_t> streams_;
 };
 
 }  // namespace
