@@ -58,7 +58,7 @@ std::string timeline_svg(const nlohmann::json& scorecard) {
     }
   }
   if (end <= 0.0 || lanes == 0) return "";
-  const double left = 70, width = 640, band = 46, top = 60, title = 22;
+  const double left = 70, width = 640, band = 46, top = 76, title = 22;
   const double height = top + band * static_cast<double>(lanes) + title * static_cast<double>(panels.size()) + 40;
   auto x_of = [&](double ms) { return left + width * ms / end; };
   std::ostringstream svg;
@@ -67,9 +67,8 @@ std::string timeline_svg(const nlohmann::json& scorecard) {
       << R"(<rect width="100%" height="100%" fill="white"/>)" << '\n'
       << R"(<text x="16" y="22" font-size="16" font-weight="bold">)"
       << escape("gpulab — lab " + scorecard.value("lab", std::string("?")) + ": one step, " + whose) << "</text>\n"
-      << R"(<text x="16" y="40" fill="#555">)"
-      << escape("per rank: forward (light) and backward (dark) above; communication below (orange: an all-reduce, grey: a receive waited for); white: idle")
-      << "</text>\n";
+      << R"(<text x="16" y="40" fill="#555">)" << escape("per rank: forward (light) and backward (dark) above; white: idle") << "</text>\n"
+      << R"(<text x="16" y="56" fill="#555">)" << escape("communication below: orange, an all-reduce; grey, a receive waited for") << "</text>\n";
   for (double ms = 0; ms <= end; ms += std::max(0.1, end / 8)) {
     svg << R"(<line x1=")" << num(x_of(ms)) << R"(" y1=")" << num(top - 6) << R"(" x2=")" << num(x_of(ms)) << R"(" y2=")" << num(height - 30)
         << R"(" stroke="#e5e5e5"/><text x=")" << num(x_of(ms)) << R"(" y=")" << num(height - 16) << R"(" text-anchor="middle" fill="#777">)"
@@ -92,7 +91,7 @@ std::string timeline_svg(const nlohmann::json& scorecard) {
         const double row = compute ? y : y + band * 0.45;
         svg << R"(<rect x=")" << num(x0) << R"(" y=")" << num(row) << R"(" width=")" << num(x1 - x0) << R"(" height=")" << num(band * 0.38)
             << R"(" fill=")" << colour_of(what) << R"(" stroke="white"><title>)" << escape(what) << "</title></rect>";
-        if (!compute && x1 - x0 > 40) {
+        if (!compute && x1 - x0 > 7.0 * static_cast<double>(what.size())) {
           svg << R"(<text x=")" << num(x0 + 3) << R"(" y=")" << num(row + band * 0.28) << R"(" fill="white">)" << escape(what) << "</text>";
         }
         svg << '\n';
