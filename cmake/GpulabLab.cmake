@@ -1,5 +1,5 @@
 # gpulab_add_lab(<NN-slug> TESTS <test sources> [LIBRARIES <libraries the lab and its tests need>]
-#                [MAIN <test main library>])
+#                [MAIN <test main library>] [EMU_SOURCES <sources> EMU_TESTS <tests>])
 #
 # Everything else about the lab is in tests/NN-slug/lab.json, the one place it is declared:
 # "sources" (the files the learner edits), "timeout_s", "mpi_ranks" and "perf_ranks" (a
@@ -15,7 +15,9 @@
 # and, for kernel labs (the default MAIN) when GPULAB_ENABLE_EMULATOR is on, the same variants
 # built for the CPU block emulator (tools/emulator): labNN_emu_ref, labNN_emu, labNN_emu_sub,
 # labNN_emu_skeleton, labNN_emu_mutant_K. Every variant links the same test objects, so all are
-# judged by the same cases; student and reference code live in separate executables.
+# judged by the same cases; student and reference code live in separate executables. EMU_SOURCES
+# and EMU_TESTS narrow the emulator's variants to the kernel part of a lab whose other parts need
+# libraries the emulator has no stand-in for.
 # The CLI learns about the lab from build/labinfo/NN.json, written here.
 
 set(GPULAB_LABINFO_DIR "${CMAKE_BINARY_DIR}/labinfo")
@@ -281,7 +283,7 @@ function(_gpulab_write_labinfo num content)
 endfunction()
 
 function(gpulab_add_lab slug)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "MAIN" "TESTS;LIBRARIES")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "MAIN" "TESTS;LIBRARIES;EMU_SOURCES;EMU_TESTS")
   string(SUBSTRING "${slug}" 0 2 num)
   set(test_dir "${CMAKE_CURRENT_SOURCE_DIR}")
   set(sol_dir "${PROJECT_SOURCE_DIR}/solutions/${slug}")
@@ -345,14 +347,38 @@ function(gpulab_add_lab slug)
   set(mutants_json "")
   set(emu_mutants_json "")
   # The emulator: kernel labs (the default test main) only; distributed labs run on the CPU as they are.
+  # EMU_SOURCES / EMU_TESTS: a lab whose other parts need libraries the emulator does not stand in
+  # for (lab 04's training on gpulab::nn) emulates only these sources and tests; its other
+  # regions get no emulated mutant (their [cpu] cases run natively anyway).
   if(GPULAB_ENABLE_EMULATOR AND NOT custom_main)
+    set(emu_tests ${ARG_TESTS})
+    set(emu_region_files "${region_files}")
+    set(all_sources "${GPULAB_LAB_SOURCES}")
+    if(ARG_EMU_TESTS)
+      set(emu_tests ${ARG_EMU_TESTS})
+    endif()
+    if(ARG_EMU_SOURCES)
+      set(emu_region_files)
+      foreach(pair IN LISTS region_files)
+        string(REPLACE "|" ";" parts "${pair}")
+        list(GET parts 0 r)
+        list(GET parts 1 index)
+        list(GET all_sources ${index} f)
+        list(FIND ARG_EMU_SOURCES "${f}" emu_index)
+        if(emu_index GREATER -1)
+          list(APPEND emu_region_files "${r}|${emu_index}")
+        endif()
+      endforeach()
+      set(GPULAB_LAB_SOURCES "${ARG_EMU_SOURCES}")
+    endif()
     add_library(lab${num}_emu_interface INTERFACE)
     target_include_directories(lab${num}_emu_interface INTERFACE "${test_dir}")
     target_link_libraries(lab${num}_emu_interface INTERFACE gpulab_emu)
-    add_library(lab${num}_emu_tests OBJECT ${ARG_TESTS})
+    add_library(lab${num}_emu_tests OBJECT ${emu_tests})
     target_link_libraries(lab${num}_emu_tests PUBLIC gpulab_emu gpulab_testing lab${num}_emu_interface)
     set_target_properties(lab${num}_emu_tests PROPERTIES EXCLUDE_FROM_ALL ON)
-    _gpulab_variant_set(${num} ${slug} emu_ lab${num}_emu_interface lab${num}_emu_tests gpulab_emu_main "${region_files}")
+    _gpulab_variant_set(${num} ${slug} emu_ lab${num}_emu_interface lab${num}_emu_tests gpulab_emu_main "${emu_region_files}")
+    set(GPULAB_LAB_SOURCES "${all_sources}")
   endif()
 
   set(missing "")

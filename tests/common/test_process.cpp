@@ -103,3 +103,26 @@ TEST_CASE("a stop signal kills everything run_process started and leaves nothing
   CHECK(WEXITSTATUS(status) == 130);
   CHECK(sleepers() == 0);
 }
+
+TEST_CASE("read-only paths stay read-only however many there are", "[cpu]") {
+  if (!gpulab::cli::sandbox_available()) return;  // needs root (a mount namespace): nothing to check here
+  // Twelve paths: the sandbox's shell script names them $1 … $12, and "$10" would be $1 then "0".
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "gpulab-test-read-only";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ProcessOptions o;
+  for (int i = 0; i < 12; ++i) {
+    const std::filesystem::path f = dir / ("file" + std::to_string(i));
+    std::ofstream(f) << "before";
+    o.read_only.push_back(f.string());
+  }
+  const auto r = run_process({"sh", "-c", "for f in " + dir.string() + "/file*; do echo after > $f; done; true"}, o);
+  CHECK(r.exited(0));
+  for (int i = 0; i < 12; ++i) {
+    std::ifstream in(dir / ("file" + std::to_string(i)));
+    std::string text;
+    in >> text;
+    CHECK(text == "before");
+  }
+  std::filesystem::remove_all(dir);
+}

@@ -11,6 +11,10 @@
 /// blocks and speed are not emulated.
 #pragma once
 
+/// Defined in every file built for the emulator, so that a header can give the emulator its own
+/// version of something only a GPU has (lab 04's PTX wrappers: tests/04-tensor-cores/tensor_core.cuh).
+#define GPULAB_EMULATOR 1
+
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <signal.h>
@@ -37,6 +41,10 @@ struct dim3 {
   unsigned x, y, z;
   dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
+struct alignas(8) float2 {
+  float x, y;
+};
+inline float2 make_float2(float a, float b) { return {a, b}; }
 struct alignas(16) float4 {
   float x, y, z, w;
 };
@@ -74,6 +82,12 @@ inline ucontext_t scheduler;
 inline Fiber* current = nullptr;
 inline std::function<void()> kernel_call;
 inline std::vector<unsigned char> dynamic_shared_memory;  // `extern __shared__` arrays of the launch
+/// Counts the blocks run so far (per-thread state that lives for one block, such as the pending
+/// copies of emu_tensor.hpp, resets when it changes).
+inline unsigned long long block_serial = 0;
+struct Fiber;
+/// The threads of the block being run (for warp-wide operations that need every lane).
+inline std::vector<Fiber>* block_fibers = nullptr;
 
 /// A fault a thread found (a bad shuffle mask, an exception from device code): the block stops and
 /// the launch reports it.
@@ -233,10 +247,12 @@ struct Launch {
     const unsigned n = block.x * block.y * block.z;
     std::vector<Fiber> fibers(n);
     for (Fiber& f : fibers) f.stack.reset(new char[kStackBytes]);
+    block_fibers = &fibers;
     for (unsigned bz = 0; bz < grid.z; ++bz) {
       for (unsigned by = 0; by < grid.y; ++by) {
         for (unsigned bx = 0; bx < grid.x; ++bx) {
           blockIdx = dim3(bx, by, bz);
+          ++block_serial;
           for (unsigned i = 0; i < n; ++i) {
             Fiber& f = fibers[i];
             f.id = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
@@ -259,6 +275,7 @@ struct Launch {
               swapcontext(&scheduler, &f.context);
               if (!thread_error.empty()) {
                 running_kernel = nullptr;
+                block_fibers = nullptr;
                 throw std::runtime_error("emulate: " + thread_error);
               }
             }
@@ -282,12 +299,14 @@ struct Launch {
                           "emulate: block (%u, %u, %u) is stuck: %u threads at __syncthreads(), %u at a warp-level "
                           "call, %u ended (a barrier that not every thread reaches)",
                           bx, by, bz, at_barrier, at_warp, done);
+            block_fibers = nullptr;
             throw std::runtime_error(what);
           }
         }
       }
     }
     running_kernel = nullptr;
+    block_fibers = nullptr;
   }
 
   /// Releases the lanes of warp @p w waiting at a warp-level call whose every named lane that has
@@ -353,6 +372,34 @@ T shuffle(const char* name, unsigned mask, T v, int width, Source source) {
   }
   warp_sync();  // every lane has read before any writes again
   return out;
+}
+}  // namespace emu
+
+namespace emu {
+inline unsigned char warp_blobs[32][32][96];  // [warp][lane]: what a warp-wide operation publishes
+
+/// A warp-wide operation (mma, ldmatrix, wmma::mma_sync): every one of the 32 lanes of the calling
+/// warp must call it. Each lane publishes @p bytes (≤ 96) of @p mine; on return @p all holds the
+/// 32 lanes' bytes in lane order. A warp with a lane missing (it exited, or the block's size is
+/// not a multiple of 32) is an error the launch reports, as the `.aligned` instructions require.
+inline void warp_gather(const char* name, const void* mine, std::size_t bytes, void* all) {
+  const unsigned t = linear_thread(), warp = t / 32, lane = t % 32;
+  const unsigned n = blockDim.x * blockDim.y * blockDim.z;
+  auto missing = [&] {
+    char what[200];
+    std::snprintf(what, sizeof what, "%s is warp-wide: all 32 lanes of warp %u must call it, and some %s", name, warp,
+                  n < (warp + 1) * 32 ? "do not exist (the block's size is not a multiple of 32)" : "have exited or did not call it");
+    fail_here(what);
+  };
+  if (n < (warp + 1) * 32) missing();
+  std::memcpy(warp_blobs[warp][lane], mine, bytes);
+  current->mask = 0xffffffffu;
+  warp_sync();  // every lane that has not exited has published
+  for (unsigned k = 0; k < 32; ++k) {
+    if ((*block_fibers)[warp * 32 + k].state == State::kDone) missing();
+  }
+  for (unsigned k = 0; k < 32; ++k) std::memcpy(static_cast<unsigned char*>(all) + k * bytes, warp_blobs[warp][k], bytes);
+  warp_sync();  // every lane has read before any publishes again
 }
 }  // namespace emu
 

@@ -121,7 +121,7 @@ namespace {
 /// @p argv run in a mount namespace of its own where each of @p paths is bound read-only.
 std::vector<std::string> sandboxed(const std::vector<std::string>& argv, const std::vector<std::string>& paths) {
   std::string script;
-  for (std::size_t i = 0; i < paths.size(); ++i) script += "mount --bind -o ro \"$" + std::to_string(i + 1) + "\" \"$" + std::to_string(i + 1) + "\" && ";
+  for (std::size_t i = 0; i < paths.size(); ++i) script += "mount --bind -o ro \"${" + std::to_string(i + 1) + "}\" \"${" + std::to_string(i + 1) + "}\" && ";  // ${10}: $10 is $1 then 0
   script += "shift " + std::to_string(paths.size()) + " && exec \"$@\"";
   std::vector<std::string> out = {"unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh"};
   out.insert(out.end(), paths.begin(), paths.end());

@@ -130,7 +130,7 @@ class Tensor {
 /// The element-wise rounding applied at op boundaries to host tensors: weights when a Linear is
 /// made and after each update, the model's input, activations after each layer, gradients after
 /// each backward step; identity by default. Install it before making the model. Device tensors
-/// are left as they are (the mixed-precision lab rounds on the device with its own kernels).
+/// are left as they are (lab 04's mixed-precision training runs on host tensors).
 using RoundingHook = std::function<float(float)>;
 /// Installs @p hook (empty: none). Returns the previous one.
 RoundingHook set_rounding(RoundingHook hook);

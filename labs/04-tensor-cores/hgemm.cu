@@ -1,0 +1,238 @@
+/// @file hgemm.cu
+/// @brief Lab 04: the HGEMM ladder (fp16 in, fp32 accumulate and out) on tensor cores, against
+/// cuBLAS's cublasGemmEx (hgemm.hpp).
+///
+///   v1 (given)  WMMA, one warp per 16 × 16 tile of C, fragments straight from global memory
+///   v2          WMMA on 128 × 128 × 32 block tiles staged in shared memory: 8 warps, 64 × 32 each
+///   v3          mma.sync.m16n8k16 fed by ldmatrix from padded shared memory (sm_80+)
+///   v4          v3 with a 3-stage cp.async pipeline: tile k + 2 is in flight while k is multiplied
+///
+/// Every kernel sees padded operands (the launcher's job, below): A is Mp × Kp, B is Kp × Np, all
+/// multiples of 16, zero past M, N, K, 32-byte aligned. A block tile may still hang over the
+/// edge: rows past Mp, columns past Np and the k steps past Kp are loaded as zeros, and only C's
+/// M × N elements are stored.
+#include <mma.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "gpulab/check.hpp"
+#include "gpulab/device_buffer.hpp"
+#include "hgemm.hpp"
+#include "tensor_core.cuh"
+
+namespace lab04 {
+namespace {
+
+using namespace nvcuda;
+
+/// What every kernel gets (see the file comment).
+struct Operands {
+  const __half* A;  ///< Mp × Kp, row stride Kp
+  const __half* B;  ///< Kp × Np, row stride Np
+  float* C;         ///< M × N, row stride N
+  int M, N;         ///< C's size
+  int Mp, Np, Kp;   ///< the operands' sizes, multiples of 16
+  bool pairs;       ///< C's rows allow 8-byte stores of two floats (N even, C 8-byte aligned)
+};
+
+// ---------------------------------------------------------------------------------------------
+// Shared by the rungs (given)
+// ---------------------------------------------------------------------------------------------
+
+/// Writes a warp's 16 × 16 accumulator tile at (row0, col0) of C, only the elements inside M × N:
+/// through @p scratch (256 floats of this warp's shared memory, 32-byte aligned), since
+/// store_matrix_sync needs a row stride that is a multiple of 4 and an aligned pointer, which C
+/// (any N, any offset) does not promise.
+__device__ void store_wmma_tile(const wmma::fragment<wmma::accumulator, 16, 16, 16, float>& acc, float* scratch, const Operands& o, int row0,
+                                int col0) {
+  wmma::store_matrix_sync(scratch, acc, 16, wmma::mem_row_major);
+  __syncwarp();
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int i = lane; i < 256; i += 32) {
+    const int row = row0 + i / 16, col = col0 + i % 16;
+    if (row < o.M && col < o.N) o.C[static_cast<std::size_t>(row) * o.N + col] = scratch[i];
+  }
+  __syncwarp();  // the scratch is reused by the warp's next tile
+}
+
+/// Block tiles of v2–v4: 128 × 128 of C, 32 of K per step; 8 warps in a 2 × 4 grid, each owning
+/// 64 × 32 of C. Shared tiles are padded by 8 halves (16 bytes) per row: v3's ldmatrix then reads
+/// 8 rows that start in 8 different 16-byte bank groups (80-byte rows for A: bank offsets 0, 20,
+/// 8, 28, 16, 4, 24, 12 words), so no bank conflicts.
+constexpr int kBM = 128, kBN = 128, kBK = 32, kThreads = 256;
+constexpr int kLdA = kBK + 8;  ///< As[128][40]
+constexpr int kLdB = kBN + 8;  ///< Bs[32][136]
+constexpr int kTileAHalves = kBM * kLdA, kTileBHalves = kBK * kLdB;
+
+/// Copies the A tile (rows m0 …, k0 …) and the B tile (k0 …, n0 …) into shared memory with 16-byte
+/// loads, zeros past the operands' edges: 512 chunks of 8 halves each, 2 per thread, consecutive
+/// threads on consecutive chunks of a row (coalesced).
+__device__ void load_tiles_sync(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int c = tid; c < kBM * kBK / 8; c += kThreads) {
+    const int row = c / (kBK / 8), col = (c % (kBK / 8)) * 8;
+    const int gr = m0 + row, gk = k0 + col;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (gr < o.Mp && gk < o.Kp) v = *reinterpret_cast<const uint4*>(o.A + static_cast<std::size_t>(gr) * o.Kp + gk);
+    *reinterpret_cast<uint4*>(As + row * kLdA + col) = v;
+  }
+  for (int c = tid; c < kBK * kBN / 8; c += kThreads) {
+    const int row = c / (kBN / 8), col = (c % (kBN / 8)) * 8;
+    const int gk = k0 + row, gn = n0 + col;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (gk < o.Kp && gn < o.Np) v = *reinterpret_cast<const uint4*>(o.B + static_cast<std::size_t>(gk) * o.Np + gn);
+    *reinterpret_cast<uint4*>(Bs + row * kLdB + col) = v;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// v1 (given): WMMA, one warp per 16 × 16 tile of C
+// ---------------------------------------------------------------------------------------------
+
+/// Each warp walks K in steps of 16: load a 16 × 16 fragment of A and of B from global memory,
+/// one mma. Per mma (2·16³ = 8192 FLOP) the warp loads 2 × 512 bytes: 8 FLOP per byte from L2,
+/// against an H200's ~700 TFLOP/s / ~10 TB/s of L2 ≈ 70 FLOP/B needed — so v1 waits on memory.
+__global__ void hgemm_v1_wmma_naive(Operands o) {
+  __shared__ __align__(32) float scratch[4][256];  // 4 warps per block
+  const int warp_in_block = static_cast<int>(threadIdx.x / 32);
+  const long long warp = static_cast<long long>(blockIdx.x) * 4 + warp_in_block;
+  const int tiles_n = o.Np / 16;
+  if (warp >= static_cast<long long>(o.Mp / 16) * tiles_n) return;  // the whole warp leaves together
+  const int row0 = static_cast<int>(warp / tiles_n) * 16, col0 = static_cast<int>(warp % tiles_n) * 16;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  for (int k = 0; k < o.Kp; k += 16) {
+    wmma::load_matrix_sync(a, o.A + static_cast<std::size_t>(row0) * o.Kp + k, o.Kp);
+    wmma::load_matrix_sync(b, o.B + static_cast<std::size_t>(k) * o.Np + col0, o.Np);
+    wmma::mma_sync(acc, a, b, acc);
+  }
+  store_wmma_tile(acc, scratch[warp_in_block], o, row0, col0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// v2: WMMA on shared-memory block tiles
+// ---------------------------------------------------------------------------------------------
+
+// TODO(04.7): v2: WMMA on 128 x 128 block tiles staged in shared memory
+// See lessons/04-tensor-cores.md, section "TODO(04.7)".
+__global__ void hgemm_v2_wmma_shared(Operands) {}
+
+// ---------------------------------------------------------------------------------------------
+// v3: mma.sync m16n8k16 fed by ldmatrix
+// ---------------------------------------------------------------------------------------------
+
+// TODO(04.8): v3: mma.sync m16n8k16 with ldmatrix from padded shared memory, and the fragment store
+// See lessons/04-tensor-cores.md, section "TODO(04.8)".
+__device__ void mma_warp_step(const __half*, const __half*, float[4][4][4], int, int) {}
+__device__ void store_mma_tile(const Operands&, const float[4][4][4], int, int) {}
+__global__ void hgemm_v3_mma_ldmatrix(Operands) {}
+
+// ---------------------------------------------------------------------------------------------
+// v4: v3 with a cp.async pipeline
+// ---------------------------------------------------------------------------------------------
+
+/// Stages in flight; each holds an A and a B tile (18 944 bytes), so 3 stages need 56 832 bytes
+/// of dynamic shared memory (more than the default 48 KB: the launcher raises the limit).
+constexpr int kStages = 3;
+constexpr std::size_t kStageBytes = (kTileAHalves + kTileBHalves) * sizeof(__half);
+
+// TODO(04.9): v4: a 3-stage cp.async pipeline around v3's warp step
+// See lessons/04-tensor-cores.md, section "TODO(04.9)".
+__global__ void hgemm_v4_mma_pipelined(Operands) {}
+
+// ---------------------------------------------------------------------------------------------
+// The launcher (given): padding, support, launch
+// ---------------------------------------------------------------------------------------------
+
+/// dst (rows_p × cols_p) = src (rows × cols) with zeros around it.
+__global__ void pad_matrix(const __half* src, int rows, int cols, __half* dst, int rows_p, int cols_p) {
+  const long long total = static_cast<long long>(rows_p) * cols_p;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const int r = static_cast<int>(i / cols_p), c = static_cast<int>(i % cols_p);
+    dst[i] = r < rows && c < cols ? src[static_cast<std::size_t>(r) * cols + c] : __float2half(0.0f);
+  }
+}
+
+int round_up16(int v) { return (v + 15) / 16 * 16; }
+
+void pad_into(const __half* src, int rows, int cols, gpulab::DeviceBuffer<__half>& dst, int rows_p, int cols_p, cudaStream_t stream) {
+  dst = gpulab::DeviceBuffer<__half>(static_cast<std::size_t>(rows_p) * cols_p);
+  const long long total = static_cast<long long>(rows_p) * cols_p;
+  const int blocks = static_cast<int>(std::min<long long>((total + 255) / 256, 4096));
+  pad_matrix<<<blocks, 256, 0, stream>>>(src, rows, cols, dst.data(), rows_p, cols_p);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+bool rung_supported(Rung rung, std::string* why) {
+  if (rung == Rung::kWmmaNaive || rung == Rung::kWmmaShared) return true;  // WMMA: every GPU CUDA 13 supports (sm_75+)
+#if defined(GPULAB_EMULATOR)
+  (void)why;
+  return true;  // the emulator runs the instructions' documented behaviour
+#else
+  int device = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  cudaFuncAttributes attributes{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attributes, rung == Rung::kMmaLdmatrix ? reinterpret_cast<const void*>(hgemm_v3_mma_ldmatrix)
+                                                                          : reinterpret_cast<const void*>(hgemm_v4_mma_pipelined)));
+  std::string reason;
+  if (major < 8) {
+    reason = "needs compute capability 8.0 or newer for mma.m16n8k16 and cp.async (this GPU is " + std::to_string(major) + "." +
+             std::to_string(minor) + "): N/A on this GPU";
+  } else if (attributes.ptxVersion < 80 || attributes.binaryVersion < 80) {
+    reason = "this build has no sm_80+ code for it (compiled for compute_" + std::to_string(attributes.ptxVersion) +
+             "): configure for this GPU's architecture (./gpulab does, with a GPU present)";
+  }
+  if (why != nullptr) *why = reason;
+  return reason.empty();
+#endif
+}
+
+void hgemm(Rung rung, int M, int N, int K, const __half* A, const __half* B, float* C, cudaStream_t stream) {
+  if (M < 1 || N < 1 || K < 1) {
+    throw std::invalid_argument("hgemm: M, N and K must be at least 1 (got " + std::to_string(M) + " x " + std::to_string(N) + " x " +
+                                std::to_string(K) + ")");
+  }
+  std::string why;
+  if (!rung_supported(rung, &why)) throw std::runtime_error("hgemm v" + std::to_string(static_cast<int>(rung)) + ": " + why);
+  const int Mp = round_up16(M), Np = round_up16(N), Kp = round_up16(K);
+  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 32 == 0; };
+  const bool padded = Mp != M || Np != N || Kp != K || !aligned(A) || !aligned(B);
+  gpulab::DeviceBuffer<__half> padded_a, padded_b;
+  Operands o{A, B, C, M, N, Mp, Np, Kp, N % 2 == 0 && reinterpret_cast<std::uintptr_t>(C) % 8 == 0};
+  if (padded) {
+    pad_into(A, M, K, padded_a, Mp, Kp, stream);
+    pad_into(B, K, N, padded_b, Kp, Np, stream);
+    o.A = padded_a.data();
+    o.B = padded_b.data();
+  }
+  const dim3 tiles(static_cast<unsigned>((Np + kBN - 1) / kBN), static_cast<unsigned>((Mp + kBM - 1) / kBM));
+  switch (rung) {
+    case Rung::kWmmaNaive: {
+      const long long warps = static_cast<long long>(Mp / 16) * (Np / 16);
+      hgemm_v1_wmma_naive<<<static_cast<unsigned>((warps + 3) / 4), 128, 0, stream>>>(o);
+      break;
+    }
+    case Rung::kWmmaShared: hgemm_v2_wmma_shared<<<tiles, kThreads, 0, stream>>>(o); break;
+    case Rung::kMmaLdmatrix: hgemm_v3_mma_ldmatrix<<<tiles, kThreads, 0, stream>>>(o); break;
+    case Rung::kMmaPipelined: {
+      const int bytes = static_cast<int>(kStages * kStageBytes);
+      CUDA_CHECK(cudaFuncSetAttribute(hgemm_v4_mma_pipelined, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      hgemm_v4_mma_pipelined<<<tiles, kThreads, static_cast<std::size_t>(bytes), stream>>>(o);
+      break;
+    }
+  }
+  CUDA_CHECK(cudaGetLastError());
+  // The padded copies are freed when this returns: wait for the kernels that read them.
+  if (padded) CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace lab04

@@ -1,0 +1,374 @@
+/// @file hgemm.cu
+/// @brief Lab 04: the HGEMM ladder (fp16 in, fp32 accumulate and out) on tensor cores, against
+/// cuBLAS's cublasGemmEx (hgemm.hpp).
+///
+///   v1 (given)  WMMA, one warp per 16 × 16 tile of C, fragments straight from global memory
+///   v2          WMMA on 128 × 128 × 32 block tiles staged in shared memory: 8 warps, 64 × 32 each
+///   v3          mma.sync.m16n8k16 fed by ldmatrix from padded shared memory (sm_80+)
+///   v4          v3 with a 3-stage cp.async pipeline: tile k + 2 is in flight while k is multiplied
+///
+/// Every kernel sees padded operands (the launcher's job, below): A is Mp × Kp, B is Kp × Np, all
+/// multiples of 16, zero past M, N, K, 32-byte aligned. A block tile may still hang over the
+/// edge: rows past Mp, columns past Np and the k steps past Kp are loaded as zeros, and only C's
+/// M × N elements are stored.
+#include <mma.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "gpulab/check.hpp"
+#include "gpulab/device_buffer.hpp"
+#include "hgemm.hpp"
+#include "tensor_core.cuh"
+
+namespace lab04 {
+namespace {
+
+using namespace nvcuda;
+
+/// What every kernel gets (see the file comment).
+struct Operands {
+  const __half* A;  ///< Mp × Kp, row stride Kp
+  const __half* B;  ///< Kp × Np, row stride Np
+  float* C;         ///< M × N, row stride N
+  int M, N;         ///< C's size
+  int Mp, Np, Kp;   ///< the operands' sizes, multiples of 16
+  bool pairs;       ///< C's rows allow 8-byte stores of two floats (N even, C 8-byte aligned)
+};
+
+// ---------------------------------------------------------------------------------------------
+// Shared by the rungs (given)
+// ---------------------------------------------------------------------------------------------
+
+/// Writes a warp's 16 × 16 accumulator tile at (row0, col0) of C, only the elements inside M × N:
+/// through @p scratch (256 floats of this warp's shared memory, 32-byte aligned), since
+/// store_matrix_sync needs a row stride that is a multiple of 4 and an aligned pointer, which C
+/// (any N, any offset) does not promise.
+__device__ void store_wmma_tile(const wmma::fragment<wmma::accumulator, 16, 16, 16, float>& acc, float* scratch, const Operands& o, int row0,
+                                int col0) {
+  wmma::store_matrix_sync(scratch, acc, 16, wmma::mem_row_major);
+  __syncwarp();
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int i = lane; i < 256; i += 32) {
+    const int row = row0 + i / 16, col = col0 + i % 16;
+    if (row < o.M && col < o.N) o.C[static_cast<std::size_t>(row) * o.N + col] = scratch[i];
+  }
+  __syncwarp();  // the scratch is reused by the warp's next tile
+}
+
+/// Block tiles of v2–v4: 128 × 128 of C, 32 of K per step; 8 warps in a 2 × 4 grid, each owning
+/// 64 × 32 of C. Shared tiles are padded by 8 halves (16 bytes) per row: v3's ldmatrix then reads
+/// 8 rows that start in 8 different 16-byte bank groups (80-byte rows for A: bank offsets 0, 20,
+/// 8, 28, 16, 4, 24, 12 words), so no bank conflicts.
+constexpr int kBM = 128, kBN = 128, kBK = 32, kThreads = 256;
+constexpr int kLdA = kBK + 8;  ///< As[128][40]
+constexpr int kLdB = kBN + 8;  ///< Bs[32][136]
+constexpr int kTileAHalves = kBM * kLdA, kTileBHalves = kBK * kLdB;
+
+/// Copies the A tile (rows m0 …, k0 …) and the B tile (k0 …, n0 …) into shared memory with 16-byte
+/// loads, zeros past the operands' edges: 512 chunks of 8 halves each, 2 per thread, consecutive
+/// threads on consecutive chunks of a row (coalesced).
+__device__ void load_tiles_sync(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int c = tid; c < kBM * kBK / 8; c += kThreads) {
+    const int row = c / (kBK / 8), col = (c % (kBK / 8)) * 8;
+    const int gr = m0 + row, gk = k0 + col;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (gr < o.Mp && gk < o.Kp) v = *reinterpret_cast<const uint4*>(o.A + static_cast<std::size_t>(gr) * o.Kp + gk);
+    *reinterpret_cast<uint4*>(As + row * kLdA + col) = v;
+  }
+  for (int c = tid; c < kBK * kBN / 8; c += kThreads) {
+    const int row = c / (kBN / 8), col = (c % (kBN / 8)) * 8;
+    const int gk = k0 + row, gn = n0 + col;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (gk < o.Kp && gn < o.Np) v = *reinterpret_cast<const uint4*>(o.B + static_cast<std::size_t>(gk) * o.Np + gn);
+    *reinterpret_cast<uint4*>(Bs + row * kLdB + col) = v;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// v1 (given): WMMA, one warp per 16 × 16 tile of C
+// ---------------------------------------------------------------------------------------------
+
+/// Each warp walks K in steps of 16: load a 16 × 16 fragment of A and of B from global memory,
+/// one mma. Per mma (2·16³ = 8192 FLOP) the warp loads 2 × 512 bytes: 8 FLOP per byte from L2,
+/// against an H200's ~700 TFLOP/s / ~10 TB/s of L2 ≈ 70 FLOP/B needed — so v1 waits on memory.
+__global__ void hgemm_v1_wmma_naive(Operands o) {
+  __shared__ __align__(32) float scratch[4][256];  // 4 warps per block
+  const int warp_in_block = static_cast<int>(threadIdx.x / 32);
+  const long long warp = static_cast<long long>(blockIdx.x) * 4 + warp_in_block;
+  const int tiles_n = o.Np / 16;
+  if (warp >= static_cast<long long>(o.Mp / 16) * tiles_n) return;  // the whole warp leaves together
+  const int row0 = static_cast<int>(warp / tiles_n) * 16, col0 = static_cast<int>(warp % tiles_n) * 16;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  for (int k = 0; k < o.Kp; k += 16) {
+    wmma::load_matrix_sync(a, o.A + static_cast<std::size_t>(row0) * o.Kp + k, o.Kp);
+    wmma::load_matrix_sync(b, o.B + static_cast<std::size_t>(k) * o.Np + col0, o.Np);
+    wmma::mma_sync(acc, a, b, acc);
+  }
+  store_wmma_tile(acc, scratch[warp_in_block], o, row0, col0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// v2: WMMA on shared-memory block tiles
+// ---------------------------------------------------------------------------------------------
+
+// BEGIN SOLUTION(04.7) v2: WMMA on 128 x 128 block tiles staged in shared memory
+/// 8 warps share each 128 × 32 slab of A and 32 × 128 slab of B: every element loaded from global
+/// memory now feeds 4 (A) or 2 (B) fragments of each of the warps that need it. Per block step:
+/// 16 KB loaded, 2·128·128·32 = 1 MFLOP: 64 FLOP per byte, 8× v1's.
+__global__ void __launch_bounds__(kThreads) hgemm_v2_wmma_shared(Operands o) {
+  __shared__ __align__(32) __half As[kTileAHalves];
+  __shared__ __align__(32) __half Bs[kTileBHalves];
+  __shared__ __align__(32) float scratch[kThreads / 32][256];
+  const int warp = static_cast<int>(threadIdx.x / 32), wm = warp / 4, wn = warp % 4;  // 2 × 4 warps
+  const int m0 = static_cast<int>(blockIdx.y) * kBM, n0 = static_cast<int>(blockIdx.x) * kBN;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
+  for (auto& row : acc) {
+    for (auto& f : row) wmma::fill_fragment(f, 0.0f);
+  }
+  for (int k0 = 0; k0 < o.Kp; k0 += kBK) {
+    load_tiles_sync(o, As, Bs, m0, n0, k0);
+    __syncthreads();  // the tiles are complete
+    for (int kk = 0; kk < kBK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a[4];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b[2];
+      for (int i = 0; i < 4; ++i) wmma::load_matrix_sync(a[i], As + (wm * 64 + i * 16) * kLdA + kk, kLdA);
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], Bs + kk * kLdB + wn * 32 + j * 16, kLdB);
+      for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+      }
+    }
+    __syncthreads();  // everyone is done with the tiles before the next step overwrites them
+  }
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 2; ++j) store_wmma_tile(acc[i][j], scratch[warp], o, m0 + wm * 64 + i * 16, n0 + wn * 32 + j * 16);
+  }
+}
+// STUB: __global__ void hgemm_v2_wmma_shared(Operands) {}
+// END SOLUTION
+
+// ---------------------------------------------------------------------------------------------
+// v3: mma.sync m16n8k16 fed by ldmatrix
+// ---------------------------------------------------------------------------------------------
+
+// BEGIN SOLUTION(04.8) v3: mma.sync m16n8k16 with ldmatrix from padded shared memory, and the fragment store
+/// One block step of a warp's 64 × 32 tile: for each 16 of the 32 k, four A fragments (16 × 16,
+/// one ldmatrix.x4 each) and four B fragments (16 × 8; one ldmatrix.x4.trans gives two), then
+/// 4 × 4 mma. Shared-memory bytes per m16n8k16: (4·512 + 4·256) / 16 = 192 — the same as v2's
+/// (WMMA's loads compile to ldmatrix too). What v3 gains is control: a documented fragment layout,
+/// so results go from registers straight to C (no scratch round trip), and loads the next rung
+/// can overlap with the multiply.
+__device__ void mma_warp_step(const __half* As, const __half* Bs, float acc[4][4][4], int wm, int wn) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int kk = 0; kk < kBK; kk += 16) {
+    std::uint32_t a[4][4], b[4][2];
+    for (int i = 0; i < 4; ++i) ldmatrix_x4(a[i], As + (wm * 64 + i * 16 + lane % 16) * kLdA + kk + (lane / 16) * 8);
+    for (int j = 0; j < 2; ++j) {
+      std::uint32_t r[4];
+      ldmatrix_x4_trans(r, Bs + (kk + lane % 16) * kLdB + wn * 32 + j * 16 + (lane / 16) * 8);
+      b[2 * j][0] = r[0];  // k 0–7 of columns 0–7
+      b[2 * j][1] = r[1];  // k 8–15 of columns 0–7
+      b[2 * j + 1][0] = r[2];
+      b[2 * j + 1][1] = r[3];
+    }
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 4; ++j) mma_m16n8k16(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+  }
+}
+
+/// Stores a warp's 64 × 32 tile from the accumulator fragments: lane (g, t) holds rows g and g + 8,
+/// columns 2t and 2t + 1 of each 16 × 8 piece — two neighbours, so one 8-byte store when C allows.
+__device__ void store_mma_tile(const Operands& o, const float acc[4][4][4], int row0, int col0) {
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      const int col = col0 + j * 8 + 2 * t;
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + i * 16 + g + 8 * h;
+        if (row >= o.M || col >= o.N) continue;
+        float* c = o.C + static_cast<std::size_t>(row) * o.N + col;
+        if (o.pairs && col + 1 < o.N) {
+          *reinterpret_cast<float2*>(c) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+        } else {
+          c[0] = acc[i][j][2 * h];
+          if (col + 1 < o.N) c[1] = acc[i][j][2 * h + 1];
+        }
+      }
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) hgemm_v3_mma_ldmatrix(Operands o) {
+  __shared__ __align__(128) __half As[kTileAHalves];
+  __shared__ __align__(128) __half Bs[kTileBHalves];
+  const int warp = static_cast<int>(threadIdx.x / 32), wm = warp / 4, wn = warp % 4;
+  const int m0 = static_cast<int>(blockIdx.y) * kBM, n0 = static_cast<int>(blockIdx.x) * kBN;
+  float acc[4][4][4] = {};
+  for (int k0 = 0; k0 < o.Kp; k0 += kBK) {
+    load_tiles_sync(o, As, Bs, m0, n0, k0);
+    __syncthreads();
+    mma_warp_step(As, Bs, acc, wm, wn);
+    __syncthreads();
+  }
+  store_mma_tile(o, acc, m0 + wm * 64, n0 + wn * 32);
+}
+// STUB: __device__ void mma_warp_step(const __half*, const __half*, float[4][4][4], int, int) {}
+// STUB: __device__ void store_mma_tile(const Operands&, const float[4][4][4], int, int) {}
+// STUB: __global__ void hgemm_v3_mma_ldmatrix(Operands) {}
+// END SOLUTION
+
+// ---------------------------------------------------------------------------------------------
+// v4: v3 with a cp.async pipeline
+// ---------------------------------------------------------------------------------------------
+
+/// Stages in flight; each holds an A and a B tile (18 944 bytes), so 3 stages need 56 832 bytes
+/// of dynamic shared memory (more than the default 48 KB: the launcher raises the limit).
+constexpr int kStages = 3;
+constexpr std::size_t kStageBytes = (kTileAHalves + kTileBHalves) * sizeof(__half);
+
+// BEGIN SOLUTION(04.9) v4: a 3-stage cp.async pipeline around v3's warp step
+/// Issues the copies of k tile @p kt into stage buffers As, Bs: cp.async of 16 bytes per chunk,
+/// zero-filled past the operands' edges (a valid source address is passed all the same).
+__device__ void issue_tiles_async(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int c = tid; c < kBM * kBK / 8; c += kThreads) {
+    const int row = c / (kBK / 8), col = (c % (kBK / 8)) * 8;
+    const int gr = m0 + row, gk = k0 + col;
+    const bool valid = gr < o.Mp && gk < o.Kp;
+    cp_async_16(As + row * kLdA + col, valid ? o.A + static_cast<std::size_t>(gr) * o.Kp + gk : o.A, valid);
+  }
+  for (int c = tid; c < kBK * kBN / 8; c += kThreads) {
+    const int row = c / (kBN / 8), col = (c % (kBN / 8)) * 8;
+    const int gk = k0 + row, gn = n0 + col;
+    const bool valid = gk < o.Kp && gn < o.Np;
+    cp_async_16(Bs + row * kLdB + col, valid ? o.B + static_cast<std::size_t>(gk) * o.Np + gn : o.B, valid);
+  }
+}
+
+/// Tile kt is multiplied while tiles kt + 1 and kt + 2 are in flight: each step waits only for its
+/// own group (all but the newest kStages − 2), and one barrier per step both publishes every
+/// thread's landed copies and retires the stage that the step's new copies overwrite (the one
+/// multiplied in the step before).
+__global__ void __launch_bounds__(kThreads) hgemm_v4_mma_pipelined(Operands o) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  auto stage_a = [&](int s) { return reinterpret_cast<__half*>(smem + s * kStageBytes); };
+  auto stage_b = [&](int s) { return reinterpret_cast<__half*>(smem + s * kStageBytes) + kTileAHalves; };
+  const int warp = static_cast<int>(threadIdx.x / 32), wm = warp / 4, wn = warp % 4;
+  const int m0 = static_cast<int>(blockIdx.y) * kBM, n0 = static_cast<int>(blockIdx.x) * kBN;
+  const int tiles = (o.Kp + kBK - 1) / kBK;
+  float acc[4][4][4] = {};
+  for (int s = 0; s < kStages - 1; ++s) {  // prologue: the first kStages − 1 tiles in flight
+    if (s < tiles) issue_tiles_async(o, stage_a(s), stage_b(s), m0, n0, s * kBK);
+    cp_async_commit();  // a group per tile, empty or not, keeps the count of groups simple
+  }
+  for (int kt = 0; kt < tiles; ++kt) {
+    cp_async_wait<kStages - 2>();  // tile kt has landed (for this thread's copies)
+    __syncthreads();               // ... and for everyone's; stage (kt − 1) % kStages is free
+    const int next = kt + kStages - 1;
+    if (next < tiles) issue_tiles_async(o, stage_a(next % kStages), stage_b(next % kStages), m0, n0, next * kBK);
+    cp_async_commit();
+    mma_warp_step(stage_a(kt % kStages), stage_b(kt % kStages), acc, wm, wn);
+  }
+  store_mma_tile(o, acc, m0 + wm * 64, n0 + wn * 32);
+}
+// STUB: __global__ void hgemm_v4_mma_pipelined(Operands) {}
+// END SOLUTION
+
+// ---------------------------------------------------------------------------------------------
+// The launcher (given): padding, support, launch
+// ---------------------------------------------------------------------------------------------
+
+/// dst (rows_p × cols_p) = src (rows × cols) with zeros around it.
+__global__ void pad_matrix(const __half* src, int rows, int cols, __half* dst, int rows_p, int cols_p) {
+  const long long total = static_cast<long long>(rows_p) * cols_p;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const int r = static_cast<int>(i / cols_p), c = static_cast<int>(i % cols_p);
+    dst[i] = r < rows && c < cols ? src[static_cast<std::size_t>(r) * cols + c] : __float2half(0.0f);
+  }
+}
+
+int round_up16(int v) { return (v + 15) / 16 * 16; }
+
+void pad_into(const __half* src, int rows, int cols, gpulab::DeviceBuffer<__half>& dst, int rows_p, int cols_p, cudaStream_t stream) {
+  dst = gpulab::DeviceBuffer<__half>(static_cast<std::size_t>(rows_p) * cols_p);
+  const long long total = static_cast<long long>(rows_p) * cols_p;
+  const int blocks = static_cast<int>(std::min<long long>((total + 255) / 256, 4096));
+  pad_matrix<<<blocks, 256, 0, stream>>>(src, rows, cols, dst.data(), rows_p, cols_p);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+bool rung_supported(Rung rung, std::string* why) {
+  if (rung == Rung::kWmmaNaive || rung == Rung::kWmmaShared) return true;  // WMMA: every GPU CUDA 13 supports (sm_75+)
+#if defined(GPULAB_EMULATOR)
+  (void)why;
+  return true;  // the emulator runs the instructions' documented behaviour
+#else
+  int device = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  cudaFuncAttributes attributes{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attributes, rung == Rung::kMmaLdmatrix ? reinterpret_cast<const void*>(hgemm_v3_mma_ldmatrix)
+                                                                          : reinterpret_cast<const void*>(hgemm_v4_mma_pipelined)));
+  std::string reason;
+  if (major < 8) {
+    reason = "needs compute capability 8.0 or newer for mma.m16n8k16 and cp.async (this GPU is " + std::to_string(major) + "." +
+             std::to_string(minor) + "): N/A on this GPU";
+  } else if (attributes.ptxVersion < 80 || attributes.binaryVersion < 80) {
+    reason = "this build has no sm_80+ code for it (compiled for compute_" + std::to_string(attributes.ptxVersion) +
+             "): configure for this GPU's architecture (./gpulab does, with a GPU present)";
+  }
+  if (why != nullptr) *why = reason;
+  return reason.empty();
+#endif
+}
+
+void hgemm(Rung rung, int M, int N, int K, const __half* A, const __half* B, float* C, cudaStream_t stream) {
+  if (M < 1 || N < 1 || K < 1) {
+    throw std::invalid_argument("hgemm: M, N and K must be at least 1 (got " + std::to_string(M) + " x " + std::to_string(N) + " x " +
+                                std::to_string(K) + ")");
+  }
+  std::string why;
+  if (!rung_supported(rung, &why)) throw std::runtime_error("hgemm v" + std::to_string(static_cast<int>(rung)) + ": " + why);
+  const int Mp = round_up16(M), Np = round_up16(N), Kp = round_up16(K);
+  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 32 == 0; };
+  const bool padded = Mp != M || Np != N || Kp != K || !aligned(A) || !aligned(B);
+  gpulab::DeviceBuffer<__half> padded_a, padded_b;
+  Operands o{A, B, C, M, N, Mp, Np, Kp, N % 2 == 0 && reinterpret_cast<std::uintptr_t>(C) % 8 == 0};
+  if (padded) {
+    pad_into(A, M, K, padded_a, Mp, Kp, stream);
+    pad_into(B, K, N, padded_b, Kp, Np, stream);
+    o.A = padded_a.data();
+    o.B = padded_b.data();
+  }
+  const dim3 tiles(static_cast<unsigned>((Np + kBN - 1) / kBN), static_cast<unsigned>((Mp + kBM - 1) / kBM));
+  switch (rung) {
+    case Rung::kWmmaNaive: {
+      const long long warps = static_cast<long long>(Mp / 16) * (Np / 16);
+      hgemm_v1_wmma_naive<<<static_cast<unsigned>((warps + 3) / 4), 128, 0, stream>>>(o);
+      break;
+    }
+    case Rung::kWmmaShared: hgemm_v2_wmma_shared<<<tiles, kThreads, 0, stream>>>(o); break;
+    case Rung::kMmaLdmatrix: hgemm_v3_mma_ldmatrix<<<tiles, kThreads, 0, stream>>>(o); break;
+    case Rung::kMmaPipelined: {
+      const int bytes = static_cast<int>(kStages * kStageBytes);
+      CUDA_CHECK(cudaFuncSetAttribute(hgemm_v4_mma_pipelined, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      hgemm_v4_mma_pipelined<<<tiles, kThreads, static_cast<std::size_t>(bytes), stream>>>(o);
+      break;
+    }
+  }
+  CUDA_CHECK(cudaGetLastError());
+  // The padded copies are freed when this returns: wait for the kernels that read them.
+  if (padded) CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace lab04

@@ -1,0 +1,222 @@
+/// @file test_training.cpp
+/// @brief Lab 04 tests on the CPU: dynamic loss scaling (04.5) by its rules, and mixed-precision
+/// training (04.6) of a gpulab::nn MLP: an injected overflow skips exactly one step and halves the
+/// scale; without scaling, fp16 gradients underflow to zero; with it (and in bf16 without it) they
+/// do not, and the loss tracks fp32 training.
+#include <catch2/catch.hpp>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "formats.hpp"
+#include "gpulab/random.hpp"
+#include "gpulab/report.hpp"
+#include "gpulab_test.hpp"
+#include "mixed_precision.hpp"
+
+namespace nn = gpulab::nn;
+using gpulab::testing::check_fact;
+using lab04::Format;
+using lab04::LossScaler;
+using lab04::MixedPrecisionOptions;
+using lab04::MixedPrecisionTrainer;
+
+TEST_CASE("LossScaler backs off and skips on overflow and grows after growth_interval good steps", "[cpu][04.5]") {
+  LossScaler s(1024.0f, 3, 2.0f, 0.5f);
+  std::string trace;
+  bool ok = true;
+  // good, good, overflow, good, good, good (grows), good, overflow, overflow
+  const bool finite[] = {true, true, false, true, true, true, true, false, false};
+  const bool applied_want[] = {true, true, false, true, true, true, true, false, false};
+  const float scale_want[] = {1024, 1024, 512, 512, 512, 1024, 1024, 512, 256};
+  const int good_want[] = {1, 2, 0, 1, 2, 0, 1, 0, 0};
+  for (int i = 0; i < 9; ++i) {
+    const bool applied = s.update(finite[i]);
+    char step[96];
+    std::snprintf(step, sizeof step, "%s%s->%s scale %g good %d", i ? ", " : "", finite[i] ? "ok" : "inf", applied ? "apply" : "skip",
+                  static_cast<double>(s.scale()), s.good_steps());
+    trace += step;
+    ok = ok && applied == applied_want[i] && s.scale() == scale_want[i] && s.good_steps() == good_want[i];
+  }
+  check_fact(ok, "LossScaler(1024, interval 3): ok ok inf ok ok ok ok inf inf", "got " + trace,
+             "want scale 1024 1024 512 512 512 1024 1024 512 256 and good steps 1 2 0 1 2 0 1 0 0; an overflow resets the count");
+}
+
+namespace {
+
+/// The training problem: a teacher data set (32 features, 10 classes) and a 32-64-64-10 GELU
+/// MLP, trained full-batch on 4096 samples with SGD (momentum 0.9). The objective is the batch's
+/// mean cross-entropy weighted by 1/256, as if this batch were one of 256 equal parts of a loss
+/// averaged over 2²⁰ samples (or tokens), so dlogits = (softmax − one-hot) / 2²⁰; the learning
+/// rate is 256 × 0.5, so that in fp32 the training is exactly that of the unweighted loss at 0.5.
+/// Once the model is confident, most of those values lie near or below fp16's smallest subnormal
+/// (2⁻²⁴ ≈ 6e-8; below half of it they round to 0). Measured (150 steps): fp16 without scaling
+/// ends with ~19% of its weight gradients exactly zero and a loss 4× fp32's; with scaling (and in
+/// bf16 without it) none are zero and the loss is fp32's to 4 digits.
+struct Problem {
+  nn::Dataset data = nn::teacher_dataset(4096, 32, 10, 404);
+  std::vector<int> labels;
+  nn::Tensor x;
+  Problem() {
+    std::vector<std::size_t> all(data.samples());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    x = data.batch(all, labels);
+  }
+};
+
+constexpr float kLossWeight = 1.0f / 256;
+
+Problem& problem() {
+  static Problem p;
+  return p;
+}
+
+/// The problem's model (seeded), its optimizer and a trainer with the loss weight and @p o's other
+/// options, in the order the trainer needs them (it keeps references to both).
+struct Setup {
+  nn::Sequential model;
+  nn::SGD sgd;
+  MixedPrecisionTrainer trainer;
+  Setup(std::uint64_t seed, const MixedPrecisionOptions& o) : model(fresh_model(seed)), sgd(0.5f / kLossWeight, 0.9f), trainer(model, sgd, weighted(o)) {}
+  /// A model made in fp32 (no hook left over from an earlier trainer).
+  static nn::Sequential fresh_model(std::uint64_t seed) {
+    nn::set_rounding({});
+    return nn::Sequential::mlp({32, 64, 64, 10}, "gelu", seed);
+  }
+  static MixedPrecisionOptions weighted(MixedPrecisionOptions o) {
+    o.loss_weight = kLossWeight;
+    return o;
+  }
+};
+
+struct Run {
+  std::vector<double> losses;
+  double zero_share = 0;  ///< of the model's gradients after the last step
+  int skipped = 0;
+  float final_scale = 0;
+};
+
+Run train(Format format, bool scaling, int steps) {
+  Problem& p = problem();
+  MixedPrecisionOptions o;
+  o.format = format;
+  o.loss_scaling = scaling;
+  o.initial_scale = 65536.0f;
+  o.growth_interval = 50;
+  Setup setup(7, o);
+  nn::Sequential& model = setup.model;
+  MixedPrecisionTrainer& trainer = setup.trainer;
+  Run run;
+  for (int s = 0; s < steps; ++s) {
+    const lab04::StepResult r = trainer.step(p.x, p.labels);
+    run.losses.push_back(r.loss);
+    run.skipped += r.applied ? 0 : 1;
+  }
+  run.zero_share = lab04::zero_gradient_share(model);
+  run.final_scale = trainer.scaler().scale();
+  return run;
+}
+
+double mean_of_last(const std::vector<double>& v, std::size_t n) {
+  n = std::min(n, v.size());
+  return n == 0 ? 0.0 : std::accumulate(v.end() - static_cast<long>(n), v.end(), 0.0) / static_cast<double>(n);
+}
+
+}  // namespace
+
+TEST_CASE("mixed precision: an injected overflow skips exactly one step and halves the scale", "[cpu][04.6]") {
+  Problem& p = problem();
+  MixedPrecisionOptions o;
+  o.growth_interval = 1000;
+  Setup setup(11, o);
+  nn::Sequential& model = setup.model;
+  MixedPrecisionTrainer& trainer = setup.trainer;
+  bool applied_before = true;
+  for (int s = 0; s < 3; ++s) applied_before = trainer.step(p.x, p.labels).applied && applied_before;
+  std::vector<std::vector<float>> masters_before, model_before;
+  for (nn::Parameter& m : trainer.masters()) masters_before.push_back(m.value.to_host());
+  for (nn::Parameter* q : model.parameters()) model_before.push_back(q->value.to_host());
+  const float scale_before = trainer.scaler().scale();
+  trainer.inject_overflow_next_step();
+  const lab04::StepResult skipped = trainer.step(p.x, p.labels);
+  bool unchanged = true;
+  for (std::size_t i = 0; i < masters_before.size(); ++i) unchanged = unchanged && trainer.masters()[i].value.to_host() == masters_before[i];
+  for (std::size_t i = 0; i < model_before.size(); ++i) unchanged = unchanged && model.parameters()[i]->value.to_host() == model_before[i];
+  const float scale_after = trainer.scaler().scale();
+  const lab04::StepResult next = trainer.step(p.x, p.labels);
+  char detail[240];
+  std::snprintf(detail, sizeof detail, "three steps %s; the overflow step %s, scale %g -> %g, weights %s; the next step %s",
+                applied_before ? "applied" : "NOT all applied", skipped.applied ? "APPLIED" : "skipped", static_cast<double>(scale_before),
+                static_cast<double>(scale_after), unchanged ? "unchanged" : "CHANGED", next.applied ? "applied" : "SKIPPED");
+  check_fact(applied_before && !skipped.applied && unchanged && scale_after == scale_before / 2 && next.applied && next.scale == scale_after,
+             "an injected +inf gradient: one step skipped, masters and model untouched, scale halved", detail,
+             "check every gradient for inf/NaN before touching the masters; on overflow return with the weights as they were");
+  check_fact(std::isfinite(skipped.loss) && skipped.loss > 0, "the skipped step still reports its loss",
+             "loss " + std::to_string(skipped.loss));
+}
+
+TEST_CASE("mixed precision: the masters stay fp32 and the model holds them rounded", "[cpu][04.6]") {
+  // With an fp32 master an update smaller than half an fp16 ulp of its weight accumulates; with
+  // the weights kept (or stepped) in fp16 it is lost. After 10 steps nearly every master has moved
+  // off the fp16 grid, and every model weight is its master rounded to fp16.
+  Problem& p = problem();
+  Setup setup(13, {});
+  nn::Sequential& model = setup.model;
+  MixedPrecisionTrainer& trainer = setup.trainer;
+  for (int s = 0; s < 10; ++s) trainer.step(p.x, p.labels);
+  std::size_t total = 0, off_grid = 0, rounded_right = 0;
+  const std::vector<nn::Parameter*> params = model.parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const std::vector<float> master = trainer.masters()[i].value.to_host(), value = params[i]->value.to_host();
+    for (std::size_t k = 0; k < master.size(); ++k) {
+      const float fp16 = __half2float(__float2half_rn(master[k]));  // CUDA's rounding, not the learner's
+      off_grid += fp16 != master[k];
+      rounded_right += value[k] == fp16;
+      ++total;
+    }
+  }
+  char detail[200];
+  std::snprintf(detail, sizeof detail, "after 10 steps: %.1f%% of the %zu masters are not fp16 values; %.1f%% of the model's weights are their master rounded",
+                100.0 * off_grid / total, total, 100.0 * rounded_right / total);
+  check_fact(off_grid >= total * 9 / 10 && rounded_right == total, "the masters stay fp32 and the model holds them rounded to fp16", detail,
+             "step the optimizer on masters() with the rounding hook off, then copy each master into the model and round it there");
+}
+
+TEST_CASE("mixed precision: fp16 gradients underflow without loss scaling and with it the loss tracks fp32", "[cpu][04.6]") {
+  const int steps = 150;
+  const Run fp32 = train(Format::kFp32, false, steps);
+  const Run plain = train(Format::kFp16, false, steps);
+  const Run scaled = train(Format::kFp16, true, steps);
+  const Run bf16 = train(Format::kBf16, false, steps);
+  char detail[400];
+  std::snprintf(detail, sizeof detail,
+                "loss after %d steps (mean of the last 10): fp32 %.4f, fp16 unscaled %.4f, fp16 scaled %.4f, bf16 unscaled %.4f; "
+                "zero gradients: fp32 %.1f%%, fp16 unscaled %.1f%%, fp16 scaled %.1f%%, bf16 %.1f%%; scaled run: %d skipped, final scale %g",
+                steps, mean_of_last(fp32.losses, 10), mean_of_last(plain.losses, 10), mean_of_last(scaled.losses, 10),
+                mean_of_last(bf16.losses, 10), 100 * fp32.zero_share, 100 * plain.zero_share, 100 * scaled.zero_share, 100 * bf16.zero_share,
+                scaled.skipped, static_cast<double>(scaled.final_scale));
+  gpulab::report::record({{"kind", "info"}, {"summary", detail}});
+  check_fact(fp32.losses.size() == static_cast<std::size_t>(steps) && mean_of_last(fp32.losses, 10) < 0.6 * fp32.losses.front(),
+             "the fp32 run learns (the yardstick)", detail);
+  check_fact(plain.zero_share >= 0.10, "fp16 without loss scaling: at least 10% of the gradients underflow to zero", detail,
+             "round every gradient to fp16 (the hook does, in backward) and do not scale when loss_scaling is false");
+  check_fact(scaled.zero_share <= 0.01 && bf16.zero_share <= 0.01, "fp16 with loss scaling, and bf16 without: at most 1% zero gradients",
+             detail, "multiply dlogits by the scale before rounding them: the hook rounds what backward receives");
+  bool tracks = true;
+  double worst = 0;
+  for (int s = 9; s < steps; s += 10) {
+    const double a = mean_of_last(std::vector<double>(scaled.losses.begin(), scaled.losses.begin() + s + 1), 10),
+                 b = mean_of_last(std::vector<double>(fp32.losses.begin(), fp32.losses.begin() + s + 1), 10);
+    worst = std::max(worst, std::fabs(a - b) / b);
+    tracks = tracks && std::fabs(a - b) <= 0.05 * b;
+  }
+  char band[120];
+  std::snprintf(band, sizeof band, "largest gap between 10-step means: %.2f%% of the fp32 loss", 100 * worst);
+  check_fact(tracks && scaled.skipped <= 5, "fp16 with loss scaling tracks fp32 within 5% at every 10 steps, with at most 5 skipped steps",
+             std::string(band) + "; " + detail, "unscale (divide by the step's scale) into the fp32 masters and step those, not the rounded model");
+}
