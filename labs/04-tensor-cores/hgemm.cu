@@ -46,7 +46,7 @@ struct Operands {
 /// through @p scratch (256 floats of this warp's shared memory, 32-byte aligned), since
 /// store_matrix_sync needs a row stride that is a multiple of 4 and an aligned pointer, which C
 /// (any N, any offset) does not promise.
-__device__ void store_wmma_tile(const wmma::fragment<wmma::accumulator, 16, 16, 16, float>& acc, float* scratch, const Operands& o, int row0,
+__device__ __forceinline__ void store_wmma_tile(const wmma::fragment<wmma::accumulator, 16, 16, 16, float>& acc, float* scratch, const Operands& o, int row0,
                                 int col0) {
   wmma::store_matrix_sync(scratch, acc, 16, wmma::mem_row_major);
   __syncwarp();
@@ -70,7 +70,7 @@ constexpr int kTileAHalves = kBM * kLdA, kTileBHalves = kBK * kLdB;
 /// Copies the A tile (rows m0 …, k0 …) and the B tile (k0 …, n0 …) into shared memory with 16-byte
 /// loads, zeros past the operands' edges: 512 chunks of 8 halves each, 2 per thread, consecutive
 /// threads on consecutive chunks of a row (coalesced).
-__device__ void load_tiles_sync(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
+__device__ __forceinline__ void load_tiles_sync(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
   const int tid = static_cast<int>(threadIdx.x);
   for (int c = tid; c < kBM * kBK / 8; c += kThreads) {
     const int row = c / (kBK / 8), col = (c % (kBK / 8)) * 8;
@@ -94,7 +94,7 @@ __device__ void load_tiles_sync(const Operands& o, __half* As, __half* Bs, int m
 
 /// Each warp walks K in steps of 16: load a 16 × 16 fragment of A and of B from global memory,
 /// one mma. Per mma (2·16³ = 8192 FLOP) the warp loads 2 × 512 bytes: 8 FLOP per byte from L2,
-/// against an H200's ~700 TFLOP/s / ~10 TB/s of L2 ≈ 70 FLOP/B needed — so v1 waits on memory.
+/// against an H200's ~700 TFLOP/s / ~6–8 TB/s of L2 (an estimate) ≈ 100 FLOP/B needed — so v1 waits on memory.
 __global__ void hgemm_v1_wmma_naive(Operands o) {
   __shared__ __align__(32) float scratch[4][256];  // 4 warps per block
   const int warp_in_block = static_cast<int>(threadIdx.x / 32);
@@ -181,13 +181,17 @@ bool rung_supported(Rung rung, std::string* why) {
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   cudaFuncAttributes attributes{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attributes, rung == Rung::kMmaLdmatrix ? reinterpret_cast<const void*>(hgemm_v3_mma_ldmatrix)
-                                                                          : reinterpret_cast<const void*>(hgemm_v4_mma_pipelined)));
+  const cudaError_t loaded = cudaFuncGetAttributes(&attributes, rung == Rung::kMmaLdmatrix ? reinterpret_cast<const void*>(hgemm_v3_mma_ldmatrix)
+                                                                                          : reinterpret_cast<const void*>(hgemm_v4_mma_pipelined));
   std::string reason;
-  if (major < 8) {
+  if (loaded != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: clear it
+    reason = std::string("this build has no code this GPU can load (") + cudaGetErrorString(loaded) +
+             "): configure for this GPU's architecture (./gpulab does, with a GPU present)";
+  } else if (major < 8) {
     reason = "needs compute capability 8.0 or newer for mma.m16n8k16 and cp.async (this GPU is " + std::to_string(major) + "." +
              std::to_string(minor) + "): N/A on this GPU";
-  } else if (attributes.ptxVersion < 80 || attributes.binaryVersion < 80) {
+  } else if (attributes.ptxVersion < 80) {  // e.g. built for 75: the driver JIT-compiles compute_75 PTX, where the wrappers trap
     reason = "this build has no sm_80+ code for it (compiled for compute_" + std::to_string(attributes.ptxVersion) +
              "): configure for this GPU's architecture (./gpulab does, with a GPU present)";
   }
@@ -229,6 +233,7 @@ void hgemm(Rung rung, int M, int N, int K, const __half* A, const __half* B, flo
       hgemm_v4_mma_pipelined<<<tiles, kThreads, static_cast<std::size_t>(bytes), stream>>>(o);
       break;
     }
+    default: throw std::invalid_argument("hgemm: no rung " + std::to_string(static_cast<int>(rung)));
   }
   CUDA_CHECK(cudaGetLastError());
   // The padded copies are freed when this returns: wait for the kernels that read them.

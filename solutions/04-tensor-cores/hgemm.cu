@@ -46,7 +46,7 @@ struct Operands {
 /// through @p scratch (256 floats of this warp's shared memory, 32-byte aligned), since
 /// store_matrix_sync needs a row stride that is a multiple of 4 and an aligned pointer, which C
 /// (any N, any offset) does not promise.
-__device__ void store_wmma_tile(const wmma::fragment<wmma::accumulator, 16, 16, 16, float>& acc, float* scratch, const Operands& o, int row0,
+__device__ __forceinline__ void store_wmma_tile(const wmma::fragment<wmma::accumulator, 16, 16, 16, float>& acc, float* scratch, const Operands& o, int row0,
                                 int col0) {
   wmma::store_matrix_sync(scratch, acc, 16, wmma::mem_row_major);
   __syncwarp();
@@ -70,7 +70,7 @@ constexpr int kTileAHalves = kBM * kLdA, kTileBHalves = kBK * kLdB;
 /// Copies the A tile (rows m0 …, k0 …) and the B tile (k0 …, n0 …) into shared memory with 16-byte
 /// loads, zeros past the operands' edges: 512 chunks of 8 halves each, 2 per thread, consecutive
 /// threads on consecutive chunks of a row (coalesced).
-__device__ void load_tiles_sync(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
+__device__ __forceinline__ void load_tiles_sync(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
   const int tid = static_cast<int>(threadIdx.x);
   for (int c = tid; c < kBM * kBK / 8; c += kThreads) {
     const int row = c / (kBK / 8), col = (c % (kBK / 8)) * 8;
@@ -94,7 +94,7 @@ __device__ void load_tiles_sync(const Operands& o, __half* As, __half* Bs, int m
 
 /// Each warp walks K in steps of 16: load a 16 × 16 fragment of A and of B from global memory,
 /// one mma. Per mma (2·16³ = 8192 FLOP) the warp loads 2 × 512 bytes: 8 FLOP per byte from L2,
-/// against an H200's ~700 TFLOP/s / ~10 TB/s of L2 ≈ 70 FLOP/B needed — so v1 waits on memory.
+/// against an H200's ~700 TFLOP/s / ~6–8 TB/s of L2 (an estimate) ≈ 100 FLOP/B needed — so v1 waits on memory.
 __global__ void hgemm_v1_wmma_naive(Operands o) {
   __shared__ __align__(32) float scratch[4][256];  // 4 warps per block
   const int warp_in_block = static_cast<int>(threadIdx.x / 32);
@@ -122,31 +122,39 @@ __global__ void hgemm_v1_wmma_naive(Operands o) {
 /// 8 warps share each 128 × 32 slab of A and 32 × 128 slab of B: every element loaded from global
 /// memory now feeds 4 (A) or 2 (B) fragments of each of the warps that need it. Per block step:
 /// 16 KB loaded, 2·128·128·32 = 1 MFLOP: 64 FLOP per byte, 8× v1's.
-__global__ void __launch_bounds__(kThreads) hgemm_v2_wmma_shared(Operands o) {
+__global__ void __launch_bounds__(kThreads, 2) hgemm_v2_wmma_shared(Operands o) {
   __shared__ __align__(32) __half As[kTileAHalves];
   __shared__ __align__(32) __half Bs[kTileBHalves];
   __shared__ __align__(32) float scratch[kThreads / 32][256];
   const int warp = static_cast<int>(threadIdx.x / 32), wm = warp / 4, wn = warp % 4;  // 2 × 4 warps
   const int m0 = static_cast<int>(blockIdx.y) * kBM, n0 = static_cast<int>(blockIdx.x) * kBN;
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
+#pragma unroll
   for (auto& row : acc) {
     for (auto& f : row) wmma::fill_fragment(f, 0.0f);
   }
   for (int k0 = 0; k0 < o.Kp; k0 += kBK) {
     load_tiles_sync(o, As, Bs, m0, n0, k0);
     __syncthreads();  // the tiles are complete
+#pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
       wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a[4];
       wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b[2];
+#pragma unroll
       for (int i = 0; i < 4; ++i) wmma::load_matrix_sync(a[i], As + (wm * 64 + i * 16) * kLdA + kk, kLdA);
+#pragma unroll
       for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], Bs + kk * kLdB + wn * 32 + j * 16, kLdB);
+#pragma unroll
       for (int i = 0; i < 4; ++i) {
+#pragma unroll
         for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
       }
     }
     __syncthreads();  // everyone is done with the tiles before the next step overwrites them
   }
+#pragma unroll
   for (int i = 0; i < 4; ++i) {
+#pragma unroll
     for (int j = 0; j < 2; ++j) store_wmma_tile(acc[i][j], scratch[warp], o, m0 + wm * 64 + i * 16, n0 + wn * 32 + j * 16);
   }
 }
@@ -161,14 +169,17 @@ __global__ void __launch_bounds__(kThreads) hgemm_v2_wmma_shared(Operands o) {
 /// One block step of a warp's 64 × 32 tile: for each 16 of the 32 k, four A fragments (16 × 16,
 /// one ldmatrix.x4 each) and four B fragments (16 × 8; one ldmatrix.x4.trans gives two), then
 /// 4 × 4 mma. Shared-memory bytes per m16n8k16: (4·512 + 4·256) / 16 = 192 — the same as v2's
-/// (WMMA's loads compile to ldmatrix too). What v3 gains is control: a documented fragment layout,
+/// (what WMMA's loads compile to: `cuobjdump -sass` says). What v3 gains is control: a documented fragment layout,
 /// so results go from registers straight to C (no scratch round trip), and loads the next rung
 /// can overlap with the multiply.
-__device__ void mma_warp_step(const __half* As, const __half* Bs, float acc[4][4][4], int wm, int wn) {
+__device__ __forceinline__ void mma_warp_step(const __half* As, const __half* Bs, float acc[4][4][4], int wm, int wn) {
   const int lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
   for (int kk = 0; kk < kBK; kk += 16) {
     std::uint32_t a[4][4], b[4][2];
+#pragma unroll
     for (int i = 0; i < 4; ++i) ldmatrix_x4(a[i], As + (wm * 64 + i * 16 + lane % 16) * kLdA + kk + (lane / 16) * 8);
+#pragma unroll
     for (int j = 0; j < 2; ++j) {
       std::uint32_t r[4];
       ldmatrix_x4_trans(r, Bs + (kk + lane % 16) * kLdB + wn * 32 + j * 16 + (lane / 16) * 8);
@@ -177,7 +188,9 @@ __device__ void mma_warp_step(const __half* As, const __half* Bs, float acc[4][4
       b[2 * j + 1][0] = r[2];
       b[2 * j + 1][1] = r[3];
     }
+#pragma unroll
     for (int i = 0; i < 4; ++i) {
+#pragma unroll
       for (int j = 0; j < 4; ++j) mma_m16n8k16(acc[i][j], a[i], b[j], acc[i][j]);
     }
   }
@@ -185,11 +198,14 @@ __device__ void mma_warp_step(const __half* As, const __half* Bs, float acc[4][4
 
 /// Stores a warp's 64 × 32 tile from the accumulator fragments: lane (g, t) holds rows g and g + 8,
 /// columns 2t and 2t + 1 of each 16 × 8 piece — two neighbours, so one 8-byte store when C allows.
-__device__ void store_mma_tile(const Operands& o, const float acc[4][4][4], int row0, int col0) {
+__device__ __forceinline__ void store_mma_tile(const Operands& o, const float acc[4][4][4], int row0, int col0) {
   const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+#pragma unroll
   for (int i = 0; i < 4; ++i) {
+#pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int col = col0 + j * 8 + 2 * t;
+#pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = row0 + i * 16 + g + 8 * h;
         if (row >= o.M || col >= o.N) continue;
@@ -205,7 +221,7 @@ __device__ void store_mma_tile(const Operands& o, const float acc[4][4][4], int 
   }
 }
 
-__global__ void __launch_bounds__(kThreads) hgemm_v3_mma_ldmatrix(Operands o) {
+__global__ void __launch_bounds__(kThreads, 2) hgemm_v3_mma_ldmatrix(Operands o) {
   __shared__ __align__(128) __half As[kTileAHalves];
   __shared__ __align__(128) __half Bs[kTileBHalves];
   const int warp = static_cast<int>(threadIdx.x / 32), wm = warp / 4, wn = warp % 4;
@@ -236,7 +252,7 @@ constexpr std::size_t kStageBytes = (kTileAHalves + kTileBHalves) * sizeof(__hal
 // BEGIN SOLUTION(04.9) v4: a 3-stage cp.async pipeline around v3's warp step
 /// Issues the copies of k tile @p kt into stage buffers As, Bs: cp.async of 16 bytes per chunk,
 /// zero-filled past the operands' edges (a valid source address is passed all the same).
-__device__ void issue_tiles_async(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
+__device__ __forceinline__ void issue_tiles_async(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
   const int tid = static_cast<int>(threadIdx.x);
   for (int c = tid; c < kBM * kBK / 8; c += kThreads) {
     const int row = c / (kBK / 8), col = (c % (kBK / 8)) * 8;
@@ -256,7 +272,7 @@ __device__ void issue_tiles_async(const Operands& o, __half* As, __half* Bs, int
 /// own group (all but the newest kStages − 2), and one barrier per step both publishes every
 /// thread's landed copies and retires the stage that the step's new copies overwrite (the one
 /// multiplied in the step before).
-__global__ void __launch_bounds__(kThreads) hgemm_v4_mma_pipelined(Operands o) {
+__global__ void __launch_bounds__(kThreads, 2) hgemm_v4_mma_pipelined(Operands o) {
   extern __shared__ __align__(128) unsigned char smem[];
   auto stage_a = [&](int s) { return reinterpret_cast<__half*>(smem + s * kStageBytes); };
   auto stage_b = [&](int s) { return reinterpret_cast<__half*>(smem + s * kStageBytes) + kTileAHalves; };
@@ -317,13 +333,17 @@ bool rung_supported(Rung rung, std::string* why) {
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   cudaFuncAttributes attributes{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attributes, rung == Rung::kMmaLdmatrix ? reinterpret_cast<const void*>(hgemm_v3_mma_ldmatrix)
-                                                                          : reinterpret_cast<const void*>(hgemm_v4_mma_pipelined)));
+  const cudaError_t loaded = cudaFuncGetAttributes(&attributes, rung == Rung::kMmaLdmatrix ? reinterpret_cast<const void*>(hgemm_v3_mma_ldmatrix)
+                                                                                          : reinterpret_cast<const void*>(hgemm_v4_mma_pipelined));
   std::string reason;
-  if (major < 8) {
+  if (loaded != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: clear it
+    reason = std::string("this build has no code this GPU can load (") + cudaGetErrorString(loaded) +
+             "): configure for this GPU's architecture (./gpulab does, with a GPU present)";
+  } else if (major < 8) {
     reason = "needs compute capability 8.0 or newer for mma.m16n8k16 and cp.async (this GPU is " + std::to_string(major) + "." +
              std::to_string(minor) + "): N/A on this GPU";
-  } else if (attributes.ptxVersion < 80 || attributes.binaryVersion < 80) {
+  } else if (attributes.ptxVersion < 80) {  // e.g. built for 75: the driver JIT-compiles compute_75 PTX, where the wrappers trap
     reason = "this build has no sm_80+ code for it (compiled for compute_" + std::to_string(attributes.ptxVersion) +
              "): configure for this GPU's architecture (./gpulab does, with a GPU present)";
   }
@@ -365,6 +385,7 @@ void hgemm(Rung rung, int M, int N, int K, const __half* A, const __half* B, flo
       hgemm_v4_mma_pipelined<<<tiles, kThreads, static_cast<std::size_t>(bytes), stream>>>(o);
       break;
     }
+    default: throw std::invalid_argument("hgemm: no rung " + std::to_string(static_cast<int>(rung)));
   }
   CUDA_CHECK(cudaGetLastError());
   // The padded copies are freed when this returns: wait for the kernels that read them.

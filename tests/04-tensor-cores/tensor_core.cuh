@@ -3,8 +3,9 @@
 /// mma.sync m16n8k16, cp.async), so that your kernels think in tiles and fragments, not asm.
 ///
 /// This header belongs to the tests: do not change it. Each wrapper is one instruction; lesson 04
-/// shows the asm inside it. They need sm_80 or newer (mma.m16n8k16 and cp.async do not exist on
-/// sm_75): compiled for an older architecture they trap. Without a GPU, the CPU emulator runs its
+/// shows the asm inside it. mma.m16n8k16 (f16) and cp.async need sm_80 or newer
+/// (ldmatrix exists on sm_75, but the rungs using it need the other two): compiled for an older
+/// architecture all of them trap. Without a GPU, the CPU emulator runs its
 /// own versions (tools/emulator/emu_tensor.hpp), which follow the PTX ISA's fragment layouts, so
 /// your indexing is checked there too.
 ///
@@ -97,7 +98,7 @@ __device__ __forceinline__ void mma_m16n8k16(float d[4], const std::uint32_t a[4
 __device__ __forceinline__ void cp_async_16(void* smem, const void* global, bool valid) {
 #if GPULAB_LAB04_SM80
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(valid ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(valid ? 16 : 0) : "memory");
 #else
   __trap();
 #endif
@@ -106,7 +107,7 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* global, bool
 /// cp.async.commit_group: the copies this thread issued since its last commit become one group.
 __device__ __forceinline__ void cp_async_commit() {
 #if GPULAB_LAB04_SM80
-  asm volatile("cp.async.commit_group;\n" ::);
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
 #else
   __trap();
 #endif
@@ -117,7 +118,7 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
 #if GPULAB_LAB04_SM80
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");  // "memory": later plain loads stay after it
 #else
   __trap();
 #endif

@@ -64,8 +64,13 @@ struct fragment {
   T x[8];
 };
 
+/// The value's type is not deduced (as in CUDA's own: fill_fragment(acc, 0) compiles).
+template <class T>
+struct non_deduced {
+  using type = T;
+};
 template <class Use, class T, class Layout>
-void fill_fragment(fragment<Use, 16, 16, 16, T, Layout>& f, T v) {
+void fill_fragment(fragment<Use, 16, 16, 16, T, Layout>& f, typename non_deduced<T>::type v) {
   for (T& e : f.x) e = v;
 }
 
