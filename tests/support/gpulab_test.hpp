@@ -21,6 +21,13 @@ inline bool small_run() {
   return v != nullptr && *v != '\0' && *v != '0';
 }
 
+/// True under `gpulab grade --profile` (GPULAB_PROFILE=1): a profiled case runs its kernel once,
+/// inside its NVTX range, and prints "gpulab-profile: min_bytes N" for the grader (profile.hpp).
+inline bool profile_run() {
+  const char* v = std::getenv("GPULAB_PROFILE");
+  return v != nullptr && std::string(v) == "1";
+}
+
 /// Records a comparison ("correctness" record) and CHECKs it.
 inline void check_result(const CompareResult& r, const std::string& what,
                          const std::string& hint = "") {

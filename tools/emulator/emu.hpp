@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -338,6 +339,10 @@ struct Launch {
 inline void __syncthreads() { emu::barrier(); }
 
 inline constexpr int warpSize = 32;
+
+/// The device math functions that have no C library twin (expf, logf, fmaxf, sqrtf do).
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline float __expf(float x) { return std::exp(x); }
 
 namespace emu {
 inline unsigned long long warp_values[32][32];  // [warp][lane]: the values a shuffle publishes

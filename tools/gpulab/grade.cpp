@@ -78,7 +78,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
   result.seed = ctx.seed;
   if (prepare(ctx, result)) {
     using StageFn = bool (*)(GradeContext&, Scorecard&);
-    for (StageFn stage : {stage_sources, stage_build, stage_diagnosis, stage_correctness, stage_sanitizer, stage_performance}) {
+    for (StageFn stage : {stage_sources, stage_build, stage_diagnosis, stage_correctness, stage_sanitizer, stage_profile, stage_performance}) {
       if (!stage(ctx, result.card)) break;
     }
     stage_integrity(ctx, result.card);

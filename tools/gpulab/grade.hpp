@@ -7,6 +7,7 @@
 ///   diagnosis    registers, shared memory and spills per kernel (ptxas), beside the reference's
 ///   correctness  every test case the reference lists, each in its own process with a time limit
 ///   sanitizer    (--sanitize) the [gpu] cases, small, under compute-sanitizer's four tools
+///   profile      (--profile) the lab's NVTX ranges under Nsight Compute: kernels and bytes moved
 ///   performance  learner and reference alternated, medians against the lab's thresholds
 ///   integrity    the sources and the reference left as they were
 ///
@@ -41,6 +42,7 @@ struct GradeOptions {
   std::vector<std::string> cases;  ///< run only these test cases (exact names); empty = all
   std::vector<int> ranks;          ///< distributed labs: these widths W; empty = the lab's list
   bool sanitize = false;           ///< also run the [gpu] cases, made small, under compute-sanitizer
+  bool profile = false;            ///< also run the lab's profiled cases under Nsight Compute (profile.hpp)
   bool sandbox = true;             ///< run the code under test with the grader's files read-only (as root)
 };
 

@@ -67,6 +67,7 @@ bool stage_build(GradeContext& ctx, Scorecard& card);
 bool stage_diagnosis(GradeContext& ctx, Scorecard& card);
 bool stage_correctness(GradeContext& ctx, Scorecard& card);
 bool stage_sanitizer(GradeContext& ctx, Scorecard& card);
+bool stage_profile(GradeContext& ctx, Scorecard& card);
 bool stage_performance(GradeContext& ctx, Scorecard& card);
 bool stage_integrity(GradeContext& ctx, Scorecard& card);
 

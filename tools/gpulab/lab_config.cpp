@@ -87,7 +87,7 @@ const Variant* BuildInfo::variant(const std::string& name) const {
 LabConfig parse_lab_json(const std::string& text, const std::string& where) {
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) throw ConfigError(where + ": not valid JSON");
-  only_keys(j, {"title", "sources", "timeout_s", "mpi_ranks", "perf_ranks", "forbidden_symbols", "performance", "hints",
+  only_keys(j, {"title", "sources", "timeout_s", "mpi_ranks", "perf_ranks", "forbidden_symbols", "performance", "profile", "hints",
                 "todo_hints"},
             where);
   LabConfig lab;
@@ -112,6 +112,18 @@ LabConfig parse_lab_json(const std::string& text, const std::string& where) {
     only_keys(spec, {"min_fraction_of_reference", "reference_min_fraction_of_baseline", "hint"}, w);
     lab.performance[id] = {fraction(spec, "min_fraction_of_reference", w), fraction(spec, "reference_min_fraction_of_baseline", w),
                            get<std::string>(spec, "hint", "", w)};
+  }
+  const json profile = get<json>(j, "profile", json::array(), where);
+  if (!profile.is_array()) throw ConfigError(where + ": \"profile\" must be a list");
+  for (const json& p : profile) {
+    const std::string w = where + " profile";
+    only_keys(p, {"range", "case", "max_kernels", "max_bytes_factor"}, w);
+    ProfileSpec s{get<std::string>(p, "range", "", w), get<std::string>(p, "case", "", w), get<int>(p, "max_kernels", 1, w),
+                  get<double>(p, "max_bytes_factor", 1.3, w)};
+    if (s.range.empty() || s.case_name.empty() || s.max_kernels < 1 || s.max_bytes_factor < 1.0) {
+      throw ConfigError(w + ": each entry needs a \"range\", a \"case\", max_kernels >= 1 and max_bytes_factor >= 1");
+    }
+    lab.profile.push_back(s);
   }
   const json hints = get<json>(j, "hints", json::object(), where);
   only_keys(hints, {"timeout", "crash"}, where + " hints");

@@ -41,6 +41,14 @@ struct ConfigError : std::runtime_error {
 };
 
 /// A performance threshold, for the metric a [perf] case records.
+/// One NVTX range `grade --profile` looks into (lab.json "profile").
+struct ProfileSpec {
+  std::string range;            ///< the NVTX range the lab's launcher opens ("softmax fused")
+  std::string case_name;        ///< the case that runs it; with GPULAB_PROFILE=1 it runs it once and prints the minimum bytes
+  int max_kernels = 1;          ///< kernels the range may hold
+  double max_bytes_factor = 1.3;  ///< bytes moved at most this × the minimum
+};
+
 struct PerfSpec {
   double min_fraction_of_reference = 0.0;           ///< learner ≥ this × reference (same run)
   double reference_min_fraction_of_baseline = 0.0;  ///< reference ≥ this × baseline; 0: recorded only
@@ -94,6 +102,7 @@ struct LabConfig {
   std::vector<int> mpi_ranks, perf_ranks;
   ForbiddenSymbols forbidden;
   std::map<std::string, PerfSpec> performance;
+  std::vector<ProfileSpec> profile;
   std::string timeout_hint, crash_hint;
   std::map<std::string, std::vector<std::string>> todo_hints;
   BuildInfo build;

@@ -40,6 +40,7 @@ Command grade_command(CLI::App& app, const cli::Paths& paths) {
   cmd->add_option("--timeout", o.timeout_s, "seconds per test case (default: the lab's limit)");
   cmd->add_flag("--plot", plot, "also write SVG charts (ladder, roofline) next to the logs, build/grade/NN/");
   cmd->add_flag("--sanitize", o.sanitize, "also run the GPU cases, small, under compute-sanitizer (memcheck, racecheck, synccheck, initcheck)");
+  cmd->add_flag("--profile", o.profile, "also run the lab's fused kernels once under Nsight Compute: kernels per NVTX range, bytes moved against the minimum");
   cmd->add_option("--ranks", o.ranks, "distributed labs: run on these numbers of ranks (default: the lab's, e.g. 2 3 4)")->check(CLI::Range(1, 256));
   return {cmd, [&paths, seed_opt] {
             if (*seed_opt) o.seed = seed;

@@ -39,6 +39,7 @@ const char* to_string(Kind k) {
     case Kind::kDiagnosis: return "diagnosis";
     case Kind::kCorrectness: return "correctness";
     case Kind::kSanitizer: return "sanitizer";
+    case Kind::kProfile: return "profile";
     case Kind::kPerformance: return "performance";
     case Kind::kIntegrity: return "integrity";
   }

@@ -25,7 +25,7 @@ enum class Status {
 };
 
 /// What a check is about.
-enum class Kind { kBuild, kStructure, kDiagnosis, kCorrectness, kSanitizer, kPerformance, kIntegrity };
+enum class Kind { kBuild, kStructure, kDiagnosis, kCorrectness, kSanitizer, kProfile, kPerformance, kIntegrity };
 
 /// Where a check ran: host code, the GPU, or neither (a build step).
 enum class Where { kNone, kCpu, kGpu };

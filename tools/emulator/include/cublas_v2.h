@@ -71,3 +71,28 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasO
   }
   return CUBLAS_STATUS_SUCCESS;
 }
+
+/// C_i = alpha · op(A_i) · op(B_i) + beta · C_i for i < batch, column-major with strides between
+/// the matrices (lab 05's unfused attention baseline), summed in fp64.
+inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* alpha,
+                                                const float* A, int lda, long long stride_a, const float* B, int ldb, long long stride_b,
+                                                const float* beta, float* C, int ldc, long long stride_c, int batch) {
+  for (int i = 0; i < batch; ++i) {
+    const float* a = A + i * stride_a;
+    const float* b = B + i * stride_b;
+    float* c = C + i * stride_c;
+    for (int col = 0; col < n; ++col) {
+      for (int row = 0; row < m; ++row) {
+        double sum = 0;
+        for (int p = 0; p < k; ++p) {
+          const double av = ta == CUBLAS_OP_N ? a[row + static_cast<std::size_t>(p) * lda] : a[p + static_cast<std::size_t>(row) * lda];
+          const double bv = tb == CUBLAS_OP_N ? b[p + static_cast<std::size_t>(col) * ldb] : b[col + static_cast<std::size_t>(p) * ldb];
+          sum += av * bv;
+        }
+        float& out = c[row + static_cast<std::size_t>(col) * ldc];
+        out = static_cast<float>(*alpha * sum + (*beta == 0.0f ? 0.0 : *beta * static_cast<double>(out)));
+      }
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
