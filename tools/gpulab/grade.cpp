@@ -2,10 +2,16 @@
 /// @brief The grading pipeline: find the lab, choose the sources, run the stages (grade.hpp).
 #include "grade.hpp"
 
+#include <cstdio>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
 #include <random>
 
+#include "cluster.hpp"
 #include "grade_stages.hpp"
+#include "mpi.hpp"
 
 namespace gpulab::cli {
 namespace {
@@ -52,6 +58,68 @@ bool prepare(GradeContext& ctx, GradeResult& result) {
   return true;
 }
 
+/// Why --nodes cannot be honoured ("" when it can): a lab that is not distributed, no cluster
+/// of that size up, another link rate. When it can, every mpirun from now on goes across it.
+std::string cluster_problem(const Paths& paths, const GradeOptions& options, const LabConfig& lab) {
+  if (!lab.distributed()) return "--nodes is for the distributed labs (07 onwards): lab " + lab.number + " runs in one process";
+  if (geteuid() != 0) {
+    return "the ranks are launched into network namespaces (ip netns exec), which needs root: sudo ./gpulab grade " + lab.number + " --nodes " +
+           std::to_string(options.nodes);
+  }
+  const ClusterPlan plan = saved_cluster(paths);
+  if (plan.nodes != options.nodes) {
+    return "no cluster of " + std::to_string(options.nodes) + " nodes is up (" +
+           (plan.nodes > 0 ? std::to_string(plan.nodes) + " are" : "none is") + "): sudo ./gpulab cluster up --nodes " +
+           std::to_string(options.nodes) + (options.link_rate.empty() ? "" : " --link-rate " + options.link_rate);
+  }
+  if (!options.link_rate.empty() && options.link_rate != plan.link_rate) {
+    return "the cluster's links are " + (plan.link_rate.empty() ? std::string("unshaped") : plan.link_rate) + ", not " + options.link_rate +
+           ": sudo ./gpulab cluster up --nodes " + std::to_string(options.nodes) + " --link-rate " + options.link_rate + " remakes it";
+  }
+  set_mpi_placement(cluster_mpirun_args(plan, cluster_agent_path(paths)));
+  return "";
+}
+
+/// The topology and the links' α and β, measured by gpulab-pingpong between the first two
+/// nodes (an INFO line: what every distributed case below ran on).
+Check cluster_check(GradeContext& ctx) {
+  const ClusterPlan plan = saved_cluster(ctx.paths);
+  Check c;
+  c.name = "cluster: " + std::to_string(plan.nodes) + " nodes (" + plan.node(0) + " …), links " + (plan.link_rate.empty() ? "unshaped" : plan.link_rate) +
+           ", ranks round-robin by node over TCP";
+  c.kind = Kind::kStructure;
+  c.where = Where::kCpu;
+  c.status = Status::kInfo;
+  const fs::path pingpong = ctx.paths.build / "bin" / "gpulab-pingpong";
+  if (plan.nodes < 2 || !fs::exists(pingpong)) {
+    c.details.push_back(plan.nodes < 2 ? "one node: no link to measure" : "gpulab-pingpong is not built (it needs MPI)");
+    return c;
+  }
+  ProcessOptions o;
+  o.timeout_s = 120;
+  const MpiRun run = run_mpi(2, ctx.log_dir / "pingpong", {pingpong.string()}, o);
+  c.seconds = run.process.seconds;
+  const std::string out = run.rank_output.empty() ? "" : run.rank_output[0];
+  const std::size_t a = out.find("alpha_us "), b = out.find("beta_gbs ");
+  if (!run.process.exited(0) || a == std::string::npos || b == std::string::npos) {
+    c.status = Status::kFail;
+    c.details.push_back("the ping-pong between " + plan.node(0) + " and " + plan.node(1) + " failed (" + run.process.describe() + "): " + out);
+    for (const std::string& p : run.problems) c.details.push_back(p);
+    c.hints.push_back("./gpulab cluster status shows the nodes; ./gpulab cluster up --nodes N remakes them");
+    return c;
+  }
+  const double alpha = std::atof(out.c_str() + a + 9), beta = std::atof(out.c_str() + b + 9);
+  char text[240];
+  std::snprintf(text, sizeof text, "measured between %s and %s: alpha %.1f us (half a 1-byte round trip), beta %.3f GB/s at 64 MiB (t(n) = alpha + n / beta)",
+                plan.node(0).c_str(), plan.node(1).c_str(), alpha, beta);
+  c.details.push_back(text);
+  c.data["alpha_us"] = alpha;
+  c.data["beta_gbs"] = beta;
+  c.data["nodes"] = plan.nodes;
+  c.data["link_rate"] = plan.link_rate;
+  return c;
+}
+
 }  // namespace
 
 nlohmann::json GradeResult::to_json() const {
@@ -72,11 +140,20 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
     std::cout << "\n";
     return result;
   }
+  if (options.nodes > 0) {
+    const std::string problem = cluster_problem(paths, options, *lab);
+    if (!problem.empty()) {
+      std::cout << "gpulab grade " << lab->number << " --nodes " << options.nodes << ": " << problem << "\n";
+      result.exit_code = 2;
+      return result;
+    }
+  }
   GradeContext ctx{paths, options, *lab};
   ctx.seed = options.seed ? *options.seed : fresh_seed();
   result.lab = lab->slug;
   result.seed = ctx.seed;
   if (prepare(ctx, result)) {
+    if (options.nodes > 0) result.card.add(cluster_check(ctx));
     using StageFn = bool (*)(GradeContext&, Scorecard&);
     for (StageFn stage : {stage_sources, stage_build, stage_diagnosis, stage_correctness, stage_sanitizer, stage_profile, stage_performance}) {
       if (!stage(ctx, result.card)) break;

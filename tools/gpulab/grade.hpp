@@ -43,6 +43,8 @@ struct GradeOptions {
   std::vector<int> ranks;          ///< distributed labs: these widths W; empty = the lab's list
   bool sanitize = false;           ///< also run the [gpu] cases, made small, under compute-sanitizer
   bool profile = false;            ///< also run the lab's profiled cases under Nsight Compute (profile.hpp)
+  int nodes = 0;                   ///< distributed labs: > 0 places the ranks across `cluster up --nodes N` (cluster.hpp)
+  std::string link_rate;           ///< with nodes: the rate the cluster must have
   bool sandbox = true;             ///< run the code under test with the grader's files read-only (as root)
 };
 

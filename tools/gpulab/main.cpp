@@ -5,6 +5,7 @@
 #include <functional>
 #include <iostream>
 
+#include "cluster.hpp"
 #include "commands.hpp"
 #include "verdict.hpp"
 
@@ -42,6 +43,9 @@ Command grade_command(CLI::App& app, const cli::Paths& paths) {
   cmd->add_flag("--sanitize", o.sanitize, "also run the GPU cases, small, under compute-sanitizer (memcheck, racecheck, synccheck, initcheck)");
   cmd->add_flag("--profile", o.profile, "also run the lab's fused kernels once under Nsight Compute: kernels per NVTX range, bytes moved against the minimum");
   cmd->add_option("--ranks", o.ranks, "distributed labs: run on these numbers of ranks (default: the lab's, e.g. 2 3 4)")->check(CLI::Range(1, 256));
+  cmd->add_option("--nodes", o.nodes, "distributed labs: place the ranks across the N nodes of `./gpulab cluster up --nodes N` (TCP)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--link-rate", o.link_rate, "with --nodes: the link rate the cluster must have been made with (e.g. 1gbit)");
   return {cmd, [&paths, seed_opt] {
             if (*seed_opt) o.seed = seed;
             return cli::grade_and_record(paths, o, plot);
@@ -105,6 +109,17 @@ Command watch_command(CLI::App& app, const cli::Paths& paths) {
   return {cmd, [&paths] { return cli::watch(paths, o, runs, 0.5); }};
 }
 
+Command cluster_command(CLI::App& app, const cli::Paths& paths) {
+  static cli::ClusterPlan plan;
+  static std::string action;
+  auto* cmd = app.add_subcommand("cluster", "a cluster on this machine: network namespaces over rate-limited links (root)");
+  cmd->add_option("action", action, "up, down or status")->required()->check(CLI::IsMember({"up", "down", "status"}));
+  cmd->add_option("--nodes", plan.nodes, "up: how many nodes (network namespaces)")->check(CLI::Range(1, 64));
+  cmd->add_option("--link-rate", plan.link_rate, "up: every node's link rate, as tc says it (100mbit, 1gbit, 10gbit); default unshaped");
+  cmd->add_option("--ranks-per-node", plan.ranks_per_node, "up: MPI slots per node")->check(CLI::Range(1, 64));
+  return {cmd, [&paths] { return cli::cluster_command(paths, action, plan); }};
+}
+
 Command summary_command(CLI::App& app) {
   static std::vector<std::string> files;
   auto* cmd = app.add_subcommand("summary", "a short results table from saved scorecards (grade --json) or selftest's rows");
@@ -165,7 +180,7 @@ int main(int argc, char** argv) {
       {app.add_subcommand("next", "the next lab to work on, and how"), [&] { return cli::next_lab(paths); }},
       {app.add_subcommand("docs", "build the docs site (Doxygen: the API of common/ and the lessons)"), [&] { return cli::docs_command(paths); }},
       grade_command(app, paths), emulate_command(app, paths), selftest_command(app, paths), sync_command(app, paths),
-      hint_command(app, paths), watch_command(app, paths), plot_command(app), summary_command(app)};
+      hint_command(app, paths), watch_command(app, paths), cluster_command(app, paths), plot_command(app), summary_command(app)};
   internal_commands(app, commands);
   CLI11_PARSE(app, argc, argv);
   cli::install_interrupt_handlers();

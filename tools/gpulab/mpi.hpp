@@ -19,6 +19,10 @@ struct MpiRun {
   std::vector<std::string> leftovers;   ///< processes still running the program afterwards (then killed)
 };
 
+/// Places every mpirun from now on across a cluster of network namespaces (cluster.hpp:
+/// cluster_mpirun_args): hosts, launcher agent, TCP. Empty: one node, shared memory (the default).
+void set_mpi_placement(std::vector<std::string> args);
+
 /// The mpirun command line for @p ranks ranks running @p command, per-rank output under @p logs.
 std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std::vector<std::string>& command);
 
