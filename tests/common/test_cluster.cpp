@@ -141,3 +141,82 @@ TEST_CASE("a two-node cluster over a 1 Gbit/s link moves bytes at the link rate 
   CHECK(gpulab::cli::discover_cluster("gpltest").empty());
   std::filesystem::remove_all(paths.root);
 }
+
+TEST_CASE("faults are parsed from link-down:NODE@SECONDS and kill:RANK@SECONDS", "[cpu]") {
+  std::string error;
+  const auto a = gpulab::cli::parse_fault("kill:2@1.5", error);
+  CHECK(a.kind == gpulab::cli::MpiFault::Kind::kKill);
+  CHECK(a.target == 2);
+  CHECK(a.at_s == 1.5);
+  const auto b = gpulab::cli::parse_fault("link-down:0@3", error);
+  CHECK(b.kind == gpulab::cli::MpiFault::Kind::kLinkDown);
+  CHECK(b.target == 0);
+  CHECK(gpulab::cli::parse_fault("link-down:x@3", error).target < 0);
+  CHECK(error.find("expected link-down:NODE@SECONDS") != std::string::npos);
+  CHECK(gpulab::cli::parse_fault("kill:1", error).target < 0);
+}
+
+TEST_CASE("a killed rank and a cut link are reported by rank and node and leave no process", "[cpu][cluster]") {
+  if (geteuid() != 0 || !gpulab::cli::run_process({"ip", "netns", "list"}).exited(0)) return;  // needs root
+  const std::string pingpong = std::string(GPULAB_BIN_DIR) + "/gpulab-pingpong";
+  if (!std::filesystem::exists(pingpong)) return;
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  gpulab::cli::Paths paths;
+  paths.root = std::filesystem::temp_directory_path() / "gpulab-test-faults";
+  paths.build = paths.root / "build";
+  std::filesystem::remove_all(paths.root);
+  std::filesystem::create_directories(paths.root);
+  ClusterPlan p;
+  p.nodes = 2;
+  p.link_rate = "1gbit";
+  p.prefix = "gplfault";
+  p.subnet = "10.213.8";
+  REQUIRE(gpulab::cli::cluster_command(paths, "up", p) == 0);
+  gpulab::cli::set_mpi_placement(gpulab::cli::cluster_mpirun_args(p, gpulab::cli::cluster_agent_path(paths)));
+  gpulab::cli::ProcessOptions o;
+  o.timeout_s = 120;
+  auto contains = [](const std::vector<std::string>& lines, const std::string& text) {
+    for (const std::string& l : lines) {
+      if (l.find(text) != std::string::npos) return true;
+    }
+    return false;
+  };
+  {
+    std::string error;
+    gpulab::cli::set_mpi_faults({gpulab::cli::parse_fault("kill:1@1", error)});
+    const auto run = gpulab::cli::run_mpi(2, paths.root / "logs-kill", {pingpong}, o);
+    std::string said;
+    for (const std::string& l : run.problems) said += l + "; ";
+    INFO(said);
+    CHECK_FALSE(run.process.exited(0));
+    CHECK(contains(run.problems, " s: rank 1 (pid"));  // the time it was found and killed (it may still be starting at 1 s)
+    CHECK(contains(run.problems, "fault injected at "));
+    CHECK(run.process.seconds < 25.0);
+    CHECK(run.leftovers.empty());
+  }
+  {
+    gpulab::cli::MpiFault cut;
+    cut.kind = gpulab::cli::MpiFault::Kind::kLinkDown;
+    cut.target = 1;
+    cut.at_s = 1.0;
+    cut.link = p.bridge_side(1);
+    cut.node = p.node(1);
+    gpulab::cli::set_mpi_faults({cut});
+    const auto run = gpulab::cli::run_mpi(2, paths.root / "logs-cut", {pingpong}, o);
+    std::string said;
+    for (const std::string& l : run.problems) said += l + "; ";
+    INFO(said);
+    CHECK_FALSE(run.process.exited(0));
+    CHECK(contains(run.problems, "fault injected at 1.0 s: the link of gplfault-n1 was cut"));
+    CHECK(run.process.seconds < 1.0 + 20.0 + 5.0);  // the limit is the fault's time + 20 s
+    CHECK(run.leftovers.empty());
+  }
+  gpulab::cli::set_mpi_faults({});
+  gpulab::cli::set_mpi_placement({});
+  // Nothing runs inside the namespaces any more, and down removes them.
+  for (int i = 0; i < 2; ++i) CHECK(gpulab::cli::run_process({"ip", "netns", "pids", p.node(i)}).output.empty());
+  CHECK(gpulab::cli::cluster_command(paths, "down", p) == 0);
+  CHECK(gpulab::cli::discover_cluster("gplfault").empty());
+  std::filesystem::remove_all(paths.root);
+}

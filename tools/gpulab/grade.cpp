@@ -76,6 +76,19 @@ std::string cluster_problem(const Paths& paths, const GradeOptions& options, con
     return "the cluster's links are " + (plan.link_rate.empty() ? std::string("unshaped") : plan.link_rate) + ", not " + options.link_rate +
            ": sudo ./gpulab cluster up --nodes " + std::to_string(options.nodes) + " --link-rate " + options.link_rate + " remakes it";
   }
+  std::vector<MpiFault> faults;
+  for (const std::string& text : options.faults) {
+    std::string error;
+    MpiFault f = parse_fault(text, error);
+    if (f.target < 0) return error;
+    if (f.kind == MpiFault::Kind::kLinkDown) {
+      if (f.target >= plan.nodes) return "--fault " + text + ": the cluster has nodes 0 to " + std::to_string(plan.nodes - 1);
+      f.link = plan.bridge_side(f.target);
+      f.node = plan.node(f.target);
+    }
+    faults.push_back(f);
+  }
+  set_mpi_faults(faults);
   set_mpi_placement(cluster_mpirun_args(plan, cluster_agent_path(paths)));
   return "";
 }
@@ -97,8 +110,17 @@ Check cluster_check(GradeContext& ctx) {
   }
   ProcessOptions o;
   o.timeout_s = 120;
+  const std::vector<MpiFault> faults = mpi_faults();  // the links are measured as they are, without the faults
+  set_mpi_faults({});
   const MpiRun run = run_mpi(2, ctx.log_dir / "pingpong", {pingpong.string()}, o);
+  set_mpi_faults(faults);
   c.seconds = run.process.seconds;
+  for (const MpiFault& f : faults) {
+    char text[120];
+    std::snprintf(text, sizeof text, "every distributed run below: %s %d at %.1f s", f.kind == MpiFault::Kind::kKill ? "rank" : "the link of node",
+                  f.target, f.at_s);
+    c.details.push_back(std::string("fault injected into ") + text + (f.kind == MpiFault::Kind::kKill ? " is killed" : " is cut"));
+  }
   const std::string out = run.rank_output.empty() ? "" : run.rank_output[0];
   const std::size_t a = out.find("alpha_us "), b = out.find("beta_gbs ");
   if (!run.process.exited(0) || a == std::string::npos || b == std::string::npos) {
@@ -138,6 +160,11 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
     std::cout << "gpulab grade: no lab \"" << options.lab << "\". Labs:";
     for (const LabConfig& l : discover_labs(paths)) std::cout << " " << l.number;
     std::cout << "\n";
+    return result;
+  }
+  if (!options.faults.empty() && options.nodes == 0) {
+    std::cout << "gpulab grade: --fault needs --nodes N (faults are injected into a cluster: ./gpulab cluster up)\n";
+    result.exit_code = 2;
     return result;
   }
   if (options.nodes > 0) {

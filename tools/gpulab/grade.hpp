@@ -45,6 +45,7 @@ struct GradeOptions {
   bool profile = false;            ///< also run the lab's profiled cases under Nsight Compute (profile.hpp)
   int nodes = 0;                   ///< distributed labs: > 0 places the ranks across `cluster up --nodes N` (cluster.hpp)
   std::string link_rate;           ///< with nodes: the rate the cluster must have
+  std::vector<std::string> faults; ///< with nodes: "link-down:NODE@S" / "kill:RANK@S" injected into every distributed run
   bool sandbox = true;             ///< run the code under test with the grader's files read-only (as root)
 };
 

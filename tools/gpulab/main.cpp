@@ -46,6 +46,7 @@ Command grade_command(CLI::App& app, const cli::Paths& paths) {
   cmd->add_option("--nodes", o.nodes, "distributed labs: place the ranks across the N nodes of `./gpulab cluster up --nodes N` (TCP)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--link-rate", o.link_rate, "with --nodes: the link rate the cluster must have been made with (e.g. 1gbit)");
+  cmd->add_option("--fault", o.faults, "with --nodes: link-down:NODE@SECONDS or kill:RANK@SECONDS in every distributed run (repeatable)");
   return {cmd, [&paths, seed_opt] {
             if (*seed_opt) o.seed = seed;
             return cli::grade_and_record(paths, o, plot);

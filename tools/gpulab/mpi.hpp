@@ -23,6 +23,25 @@ struct MpiRun {
 /// cluster_mpirun_args): hosts, launcher agent, TCP. Empty: one node, shared memory (the default).
 void set_mpi_placement(std::vector<std::string> args);
 
+/// A fault injected while a distributed run is under way (grade --nodes N --fault ...): a node's
+/// link cut (`link-down:NODE@SECONDS`: its bridge-side veth set down, and up again afterwards) or a
+/// rank killed (`kill:RANK@SECONDS`: SIGKILL to the process whose OMPI_COMM_WORLD_RANK is RANK).
+struct MpiFault {
+  enum class Kind { kLinkDown, kKill };
+  Kind kind = Kind::kKill;
+  int target = 0;      ///< the node (link-down) or the rank (kill)
+  double at_s = 0;     ///< seconds after mpirun starts
+  std::string link;    ///< link-down: the interface to set down (the cluster's bridge side of the node)
+  std::string node;    ///< link-down: the node's name, for the report
+};
+/// Parses "link-down:1@3.5" or "kill:2@1"; nullopt-like (target < 0) with @p error set when wrong.
+MpiFault parse_fault(const std::string& text, std::string& error);
+/// Injects @p faults into every mpirun from now on (empty: none). A run with faults has a time
+/// limit of the last fault's time + 20 s at most, so that a cut-off rank cannot hang the grade.
+void set_mpi_faults(std::vector<MpiFault> faults);
+/// The faults set now.
+std::vector<MpiFault> mpi_faults();
+
 /// The mpirun command line for @p ranks ranks running @p command, per-rank output under @p logs.
 std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std::vector<std::string>& command);
 
