@@ -23,6 +23,41 @@ namespace {
 bool has(const std::vector<std::vector<std::string>>& commands, const std::vector<std::string>& c) {
   return std::find(commands.begin(), commands.end(), c) != commands.end();
 }
+
+/// Where a root-only integration case can run: root, iproute2, gpulab-pingpong built (with MPI).
+bool cluster_runnable() {
+  return geteuid() == 0 && gpulab::cli::run_process({"ip", "netns", "list"}).exited(0) &&
+         std::filesystem::exists(std::string(GPULAB_BIN_DIR) + "/gpulab-pingpong");
+}
+
+/// A two-node cluster at 1 Gbit/s of its own (prefix and subnet apart from the learner's and from
+/// the other case's), up, with a scratch state folder and mpirun placed across it.
+struct ScratchCluster {
+  gpulab::cli::Paths paths;
+  ClusterPlan plan;
+  ScratchCluster(const std::string& prefix, const std::string& subnet) {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    paths.root = std::filesystem::temp_directory_path() / ("gpulab-test-" + prefix);
+    paths.build = paths.root / "build";
+    std::filesystem::remove_all(paths.root);
+    std::filesystem::create_directories(paths.root);
+    plan.nodes = 2;
+    plan.link_rate = "1gbit";
+    plan.prefix = prefix;
+    plan.subnet = subnet;
+    up = gpulab::cli::cluster_command(paths, "up", plan) == 0;
+    gpulab::cli::set_mpi_placement(gpulab::cli::cluster_mpirun_args(plan, gpulab::cli::cluster_agent_path(paths)));
+  }
+  ~ScratchCluster() {
+    gpulab::cli::set_mpi_placement({});
+    gpulab::cli::set_mpi_faults({});
+    // A case that stopped early (a failed REQUIRE) still leaves nothing behind.
+    if (!gpulab::cli::discover_cluster(plan.prefix).empty()) (void)gpulab::cli::cluster_command(paths, "down", plan);
+    std::filesystem::remove_all(paths.root);
+  }
+  bool up = false;
+};
 }  // namespace
 
 TEST_CASE("cluster plans are checked before anything is made", "[cpu]") {
@@ -103,29 +138,17 @@ TEST_CASE("mpirun places ranks round-robin across the nodes over TCP on the subn
 }
 
 TEST_CASE("a two-node cluster over a 1 Gbit/s link moves bytes at the link rate and leaves nothing behind", "[cpu][cluster]") {
-  if (geteuid() != 0 || !gpulab::cli::run_process({"ip", "netns", "list"}).exited(0)) return;  // needs root: nothing to check here
+  if (!cluster_runnable()) return;  // needs root, iproute2 and MPI: nothing to check here
   const std::string pingpong = std::string(GPULAB_BIN_DIR) + "/gpulab-pingpong";
-  if (!std::filesystem::exists(pingpong)) return;  // built only with MPI
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  gpulab::cli::Paths paths;
-  paths.root = std::filesystem::temp_directory_path() / "gpulab-test-cluster";
-  paths.build = paths.root / "build";
-  std::filesystem::remove_all(paths.root);
-  std::filesystem::create_directories(paths.root);
-  ClusterPlan p;
-  p.nodes = 2;
-  p.link_rate = "1gbit";
-  p.prefix = "gpltest";  // not the learner's cluster
-  p.subnet = "10.213.9";
-  REQUIRE(gpulab::cli::cluster_command(paths, "up", p) == 0);
+  ScratchCluster cluster("gpltest", "10.213.9");
+  REQUIRE(cluster.up);
+  const gpulab::cli::Paths& paths = cluster.paths;
+  const ClusterPlan& p = cluster.plan;
   const auto state = gpulab::cli::discover_cluster("gpltest");
   CHECK(state.namespaces.size() == 2);
-  gpulab::cli::set_mpi_placement(gpulab::cli::cluster_mpirun_args(p, gpulab::cli::cluster_agent_path(paths)));
   gpulab::cli::ProcessOptions o;
   o.timeout_s = 120;
   const auto run = gpulab::cli::run_mpi(2, paths.root / "logs", {pingpong}, o);
-  gpulab::cli::set_mpi_placement({});
   const std::string out = run.rank_output.empty() ? "" : run.rank_output[0];
   INFO(run.process.output + out);
   CHECK(run.process.exited(0));
@@ -136,10 +159,8 @@ TEST_CASE("a two-node cluster over a 1 Gbit/s link moves bytes at the link rate 
   CHECK(beta > 0.125 * 0.6);
   CHECK(beta < 0.125 * 1.1);
   // down: kills what runs inside, removes namespaces, veths and the bridge.
-  gpulab::cli::ClusterPlan down = p;
-  CHECK(gpulab::cli::cluster_command(paths, "down", down) == 0);
+  CHECK(gpulab::cli::cluster_command(paths, "down", p) == 0);
   CHECK(gpulab::cli::discover_cluster("gpltest").empty());
-  std::filesystem::remove_all(paths.root);
 }
 
 TEST_CASE("faults are parsed from link-down:NODE@SECONDS and kill:RANK@SECONDS", "[cpu]") {
@@ -157,23 +178,12 @@ TEST_CASE("faults are parsed from link-down:NODE@SECONDS and kill:RANK@SECONDS",
 }
 
 TEST_CASE("a killed rank and a cut link are reported by rank and node and leave no process", "[cpu][cluster]") {
-  if (geteuid() != 0 || !gpulab::cli::run_process({"ip", "netns", "list"}).exited(0)) return;  // needs root
+  if (!cluster_runnable()) return;  // needs root, iproute2 and MPI
   const std::string pingpong = std::string(GPULAB_BIN_DIR) + "/gpulab-pingpong";
-  if (!std::filesystem::exists(pingpong)) return;
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  gpulab::cli::Paths paths;
-  paths.root = std::filesystem::temp_directory_path() / "gpulab-test-faults";
-  paths.build = paths.root / "build";
-  std::filesystem::remove_all(paths.root);
-  std::filesystem::create_directories(paths.root);
-  ClusterPlan p;
-  p.nodes = 2;
-  p.link_rate = "1gbit";
-  p.prefix = "gplfault";
-  p.subnet = "10.213.8";
-  REQUIRE(gpulab::cli::cluster_command(paths, "up", p) == 0);
-  gpulab::cli::set_mpi_placement(gpulab::cli::cluster_mpirun_args(p, gpulab::cli::cluster_agent_path(paths)));
+  ScratchCluster cluster("gplfault", "10.213.8");
+  REQUIRE(cluster.up);
+  const gpulab::cli::Paths& paths = cluster.paths;
+  const ClusterPlan& p = cluster.plan;
   gpulab::cli::ProcessOptions o;
   o.timeout_s = 120;
   auto contains = [](const std::vector<std::string>& lines, const std::string& text) {
@@ -212,11 +222,8 @@ TEST_CASE("a killed rank and a cut link are reported by rank and node and leave 
     CHECK(run.process.seconds < 1.0 + 20.0 + 5.0);  // the limit is the fault's time + 20 s
     CHECK(run.leftovers.empty());
   }
-  gpulab::cli::set_mpi_faults({});
-  gpulab::cli::set_mpi_placement({});
   // Nothing runs inside the namespaces any more, and down removes them.
   for (int i = 0; i < 2; ++i) CHECK(gpulab::cli::run_process({"ip", "netns", "pids", p.node(i)}).output.empty());
   CHECK(gpulab::cli::cluster_command(paths, "down", p) == 0);
   CHECK(gpulab::cli::discover_cluster("gplfault").empty());
-  std::filesystem::remove_all(paths.root);
 }
