@@ -21,7 +21,7 @@ namespace lab04 {
 class LossScaler {
  public:
   /// Starts at @p initial; grows by @p growth after @p growth_interval good steps in a row, and
-  /// backs off by @p backoff on an overflow (PyTorch's defaults but the interval: 2000).
+  /// backs off by @p backoff on an overflow (the defaults are PyTorch GradScaler's).
   explicit LossScaler(float initial = 65536.0f, int growth_interval = 2000, float growth = 2.0f, float backoff = 0.5f)
       : scale_(initial), growth_interval_(growth_interval), growth_(growth), backoff_(backoff) {}
 

@@ -432,14 +432,6 @@ TEST_CASE("attention forward fused is right causal and not", "[gpu][05.5][stretc
 
 namespace {
 
-/// Read + write GB/s of cudaMemcpy device to device of @p bytes, in this process.
-double copy_gbs(std::size_t bytes) {
-  DeviceBuffer<char> a(bytes), b(bytes);
-  a.fill(1);
-  const gpulab::BenchResult r = gpulab::bench([&](cudaStream_t s) { CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, s)); });
-  return 2.0 * static_cast<double>(bytes) / (r.median_ms * 1e6);
-}
-
 /// 8192 × 8192 (256 MiB per matrix: more than any L2) where memory allows.
 int perf_side() {
   std::size_t free_bytes = 0, total = 0;
@@ -461,7 +453,7 @@ TEST_CASE("softmax fused speed", "[gpu][perf][05.2]") {
     std::printf("gpulab-profile: min_bytes %.0f\n", 2.0 * sizeof(float) * static_cast<double>(count));
     return;
   }
-  const double copy = copy_gbs(count * sizeof(float));
+  const double copy = gpulab::measure_d2d_memcpy_gbs(count * sizeof(float));
   const Cost fused_cost = lab05::softmax_cost(n, n, true);
   const gpulab::BenchResult fused = gpulab::bench([&](cudaStream_t s) { lab05::softmax(Softmax::kFused, x.data(), y.data(), n, n, s); });
   const gpulab::BenchResult chain = gpulab::bench([&](cudaStream_t s) { lab05::softmax(Softmax::kUnfused, x.data(), y.data(), n, n, s); });
@@ -471,7 +463,7 @@ TEST_CASE("softmax fused speed", "[gpu][perf][05.2]") {
                 gbs, chain.median_ms, speedup);
   check_fact(speedup >= 1.6, "softmax fused is at least 1.6x the three-kernel chain", detail,
              "the chain moves about 4MN elements and fused 2MN: read each row once (registers or shared memory) and write it once");
-  gpulab::testing::record_performance("softmax_fused", gbs, "GB/s", copy, "device-to-device copy (read + write)",
+  gpulab::testing::record_performance("softmax_fused", gbs, "GB/s", copy, "D2D cudaMemcpy",
                                       {{"timing", fused.describe()}, {"note", detail}, {"gpu_state", gpulab::testing::gpu_state_fields(fused)}});
 }
 
@@ -487,12 +479,12 @@ TEST_CASE("layernorm forward speed", "[gpu][perf][05.3]") {
     std::printf("gpulab-profile: min_bytes %.0f\n", sizeof(float) * (2.0 * static_cast<double>(count) + 2.0 * cols + 2.0 * rows));
     return;
   }
-  const double copy = copy_gbs(count * sizeof(float));
+  const double copy = gpulab::measure_d2d_memcpy_gbs(count * sizeof(float));
   const Cost c = lab05::layernorm_forward_cost(rows, cols);
   const gpulab::BenchResult r = gpulab::bench(
       [&](cudaStream_t s) { lab05::layernorm_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, cols, 1e-5f, s); });
   gpulab::testing::record_performance("layernorm_forward", (c.bytes_read + c.bytes_written) / (r.median_ms * 1e6), "GB/s", copy,
-                                      "device-to-device copy (read + write)", {{"timing", r.describe()}, {"gpu_state", gpulab::testing::gpu_state_fields(r)}});
+                                      "D2D cudaMemcpy", {{"timing", r.describe()}, {"gpu_state", gpulab::testing::gpu_state_fields(r)}});
 }
 
 TEST_CASE("layernorm backward speed", "[gpu][perf][05.4]") {
@@ -501,13 +493,13 @@ TEST_CASE("layernorm backward speed", "[gpu][perf][05.4]") {
   Rng rng = Rng::for_test("layernorm backward perf");
   DeviceBuffer<float> dy(rng.uniform_vector(count, -1.0f, 1.0f)), x(rng.uniform_vector(count, -1.0f, 1.0f)), gamma(rng.uniform_vector(cols, 0.5f, 1.5f)),
       mean(std::vector<float>(rows, 0.0f)), rstd(std::vector<float>(rows, 1.7f)), dx(count), dgamma(cols), dbeta(cols);
-  const double copy = copy_gbs(count * sizeof(float));
+  const double copy = gpulab::measure_d2d_memcpy_gbs(count * sizeof(float));
   const Cost c = lab05::layernorm_backward_cost(rows, cols);
   const gpulab::BenchResult r = gpulab::bench([&](cudaStream_t s) {
     lab05::layernorm_backward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(), dgamma.data(), dbeta.data(), rows, cols, s);
   });
   gpulab::testing::record_performance("layernorm_backward", (c.bytes_read + c.bytes_written) / (r.median_ms * 1e6), "GB/s", copy,
-                                      "device-to-device copy (read + write)", {{"timing", r.describe()}, {"gpu_state", gpulab::testing::gpu_state_fields(r)}});
+                                      "D2D cudaMemcpy", {{"timing", r.describe()}, {"gpu_state", gpulab::testing::gpu_state_fields(r)}});
 }
 
 TEST_CASE("attention forward fused speed", "[gpu][perf][05.5][stretch]") {
