@@ -25,11 +25,18 @@ foreach(line IN LISTS lines)
   if(kind STREQUAL "gpu")
     set(lock " RESOURCE_LOCK gpu")
   endif()
+  # A [cluster] case (network namespaces, root only) is labelled so: ctest -L cluster runs them,
+  # -LE cluster leaves them out. They share the machine's MPI slot too.
+  set(extra_label "")
+  if(fields MATCHES "\\[cluster\\]")
+    set(extra_label ";cluster")
+    set(lock " RESOURCE_LOCK mpi")
+  endif()
   if(RANKS STREQUAL "")
     string(APPEND content
       "add_test([==[${PREFIX}: ${name}]==] \"${EXE}\" [==[${name}]==])\n"
       "set_tests_properties([==[${PREFIX}: ${name}]==] PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${TIMEOUT}"
-      " LABELS \"${LABEL};${kind}\"${lock})\n")
+      " LABELS \"${LABEL};${kind}${extra_label}\"${lock})\n")
   else()
     set(widths "${RANKS}")
     if(fields MATCHES "\\[perf\\]")

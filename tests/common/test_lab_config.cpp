@@ -27,6 +27,13 @@ TEST_CASE("lab.json with an unknown key or a wrong type or a bad threshold is re
   CHECK(error_of(R"({"title": "X", "performance": {"v2": {"min_fraction_of_reference": 60}}})").find("must be a fraction") != std::string::npos);
   CHECK(error_of(R"({"title": "X", "performance": {"v2": {"case": "v2 speed"}}})").find("performance.v2: unknown key \"case\"") != std::string::npos);
   CHECK(error_of(R"({"title": "X", "perf_ranks": [2]})").find("without \"mpi_ranks\"") != std::string::npos);
+  CHECK(error_of(R"({"title": "X", "performance": {"r": {"min_fraction_of_link": 0.8}}})").find("needs \"link_gate_max_nodes\" >= 2") !=
+        std::string::npos);
+  CHECK(error_of(R"({"title": "X", "performance": {"r": {"min_fraction_of_link": 80, "link_gate_max_nodes": 3}}})").find("must be a fraction") !=
+        std::string::npos);
+  const LabConfig linked = parse_lab_json(R"({"title": "X", "performance": {"r": {"min_fraction_of_link": 0.8, "link_gate_max_nodes": 3}}})", "lab.json");
+  CHECK(linked.performance.at("r").min_fraction_of_link == 0.8);
+  CHECK(linked.performance.at("r").link_gate_max_nodes == 3);
   CHECK(error_of(R"({"sources": ["a.cu"]})").find("\"title\" is missing") != std::string::npos);
   CHECK(error_of("{not json").find("not valid JSON") != std::string::npos);
   const LabConfig lab = parse_lab_json(R"({"title": "X", "sources": ["a.cu"], "mpi_ranks": [2, 3]})", "lab.json");

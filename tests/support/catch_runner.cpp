@@ -3,10 +3,14 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "catch_runner.hpp"
@@ -32,15 +36,15 @@ std::vector<Ended>& ended_cases() {
 
 /// The completion records (see catch_runner.hpp), written once the session has returned: a
 /// process that ends any other way leaves none, and the grader does not count its case.
-void record_completion(const std::vector<std::string>& skipped, const std::string& skip_reason) {
+void record_completion(const std::vector<std::pair<std::string, std::string>>& skipped) {
   const char* token = std::getenv("GPULAB_RUN_TOKEN");
   const std::string run_token = token != nullptr ? token : "";
   for (const Ended& e : ended_cases()) {
     gpulab::report::record({{"kind", "completion"}, {"case", e.name}, {"assertions_passed", e.passed},
                             {"assertions_failed", e.failed}, {"token", run_token}});
   }
-  for (const std::string& name : skipped) {
-    gpulab::report::record({{"kind", "completion"}, {"case", name}, {"skipped", skip_reason}, {"token", run_token}});
+  for (const auto& [name, reason] : skipped) {
+    gpulab::report::record({{"kind", "completion"}, {"case", name}, {"skipped", reason}, {"token", run_token}});
   }
 }
 
@@ -70,6 +74,33 @@ struct CaseNameListener : Catch::TestEventListenerBase {
 };
 
 enum class Kind { kCpu, kGpu, kInvalid };
+
+bool has_tag(const Catch::TestCaseInfo& info, const std::string& tag) {
+  return std::find(info.lcaseTags.begin(), info.lcaseTags.end(), tag) != info.lcaseTags.end();
+}
+
+/// Whether a program is on PATH (for what a tag needs).
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "";
+  for (std::size_t start = 0; start <= dirs.size();) {
+    const std::size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string file = dirs.substr(start, end - start) + "/" + program;
+    if (end > start && access(file.c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+/// Why a [cluster] case cannot run here ("" when it can): it makes network namespaces (root and
+/// iproute2) and launches ranks into them (mpirun). Such a case is skipped and says so — never
+/// counted as passed where it did not run.
+std::string cluster_unavailable() {
+  if (geteuid() != 0) return "needs root to make network namespaces (sudo ctest -L cluster)";
+  if (!on_path("ip")) return "needs iproute2 (ip) to make network namespaces";
+  if (!on_path("mpirun")) return "needs OpenMPI (mpirun) to launch ranks across the namespaces";
+  return "";
+}
 
 Kind kind_of(const Catch::TestCaseInfo& info) {
   bool cpu = false, gpu = false;
@@ -156,8 +187,22 @@ int run_tests(int argc, char** argv, DeviceProbeFn probe) {
   }
   if (!validate(selected)) return 1;
 
-  std::vector<std::string> cpu_names, gpu_names;
-  for (const auto& tc : selected) (kind_of(tc) == Kind::kGpu ? gpu_names : cpu_names).push_back(tc.name);
+  // Cases that cannot run here are skipped, with the reason recorded: [gpu] ones without a usable
+  // device, [cluster] ones without root, iproute2 or mpirun.
+  std::vector<std::string> cpu_names, gpu_names, cluster_names;
+  const std::string cluster_why_not = cluster_unavailable();
+  for (const auto& tc : selected) {
+    if (has_tag(tc, "cluster") && !cluster_why_not.empty()) {
+      cluster_names.push_back(tc.name);
+    } else {
+      (kind_of(tc) == Kind::kGpu ? gpu_names : cpu_names).push_back(tc.name);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> skipped;
+  if (!cluster_names.empty()) {
+    std::printf("gpulab: SKIPPED %zu [cluster] case(s): %s\n", cluster_names.size(), cluster_why_not.c_str());
+    for (const auto& name : cluster_names) skipped.emplace_back(name, cluster_why_not);
+  }
   const bool needs_gpu = !gpu_names.empty();
 
   std::printf("gpulab: seed %llu (GPULAB_SEED=%llu reproduces this run)\n",
@@ -165,15 +210,20 @@ int run_tests(int argc, char** argv, DeviceProbeFn probe) {
               static_cast<unsigned long long>(gpulab::test_seed()));
   std::fflush(stdout);
 
+  if (cpu_names.empty() && gpu_names.empty()) {
+    record_completion(skipped);
+    return 77;
+  }
   bool skipped_gpu = false;
   std::string why_not;
   if (needs_gpu) {
     why_not = probe != nullptr ? probe() : std::string("built without CUDA");
     if (!why_not.empty()) {
-      std::printf("gpulab: SKIPPED %zu [gpu] case(s): %s\n", selected.size() - cpu_names.size(),
+      std::printf("gpulab: SKIPPED %zu [gpu] case(s): %s\n", gpu_names.size(),
                   why_not.c_str());
+      for (const auto& name : gpu_names) skipped.emplace_back(name, why_not);
       if (cpu_names.empty()) {
-        record_completion(gpu_names, why_not);
+        record_completion(skipped);
         return 77;
       }
       // Run only the [cpu] cases: a comma-separated list of exact names is an OR in Catch2.
@@ -186,10 +236,20 @@ int run_tests(int argc, char** argv, DeviceProbeFn probe) {
     }
   }
 
+  if (!skipped_gpu && !cluster_names.empty()) {
+    // Run only what can run here (as above for [gpu] cases).
+    Catch::ConfigData narrowed = session.configData();
+    std::string spec;
+    for (const auto& list : {cpu_names, gpu_names}) {
+      for (const auto& name : list) spec += (spec.empty() ? "" : ",") + name;
+    }
+    narrowed.testsOrTags = {spec};
+    session.useConfigData(narrowed);
+  }
   const int failed = session.run();
-  record_completion(skipped_gpu ? gpu_names : std::vector<std::string>{}, why_not);
+  record_completion(skipped);
   if (failed != 0) return 1;
-  return skipped_gpu ? 77 : 0;
+  return skipped.empty() ? 0 : 77;
 }
 
 }  // namespace gpulab::testing

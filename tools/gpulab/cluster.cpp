@@ -52,6 +52,15 @@ std::string check_plan(const ClusterPlan& plan) {
   return "";
 }
 
+double link_rate_bytes_per_s(const std::string& rate) {
+  static const std::regex form(R"(^([0-9]+(\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit)$)");
+  std::smatch m;
+  if (!std::regex_match(rate, m, form)) return 0.0;
+  const std::string unit = m[3];
+  const double scale = unit == "bit" ? 1.0 : unit == "kbit" ? 1e3 : unit == "mbit" ? 1e6 : unit == "gbit" ? 1e9 : 1e12;
+  return std::stod(m[1]) * scale / 8.0;
+}
+
 std::vector<Argv> cluster_up_commands(const ClusterPlan& p) {
   std::vector<Argv> c;
   c.push_back({"ip", "link", "add", p.bridge(), "type", "bridge"});
@@ -111,8 +120,17 @@ std::vector<Argv> cluster_down_commands(const ClusterState& state) {
 std::vector<std::string> cluster_mpirun_args(const ClusterPlan& p, const fs::path& agent) {
   std::string hosts;
   for (int i = 0; i < p.nodes; ++i) hosts += (i ? "," : "") + p.node(i) + ":" + std::to_string(p.ranks_per_node);
+  // Two settings found by measurement (1 Gbit/s links, this 2-core machine, OpenMPI 4.1.4):
+  // - btl_tcp_flags without "put": OpenMPI's TCP transport sends a large message as one put
+  //   fragment, and while it streams one direction of a socket the other waits — two ranks
+  //   exchanging 32 MiB got 0.059 GB/s each way (half the link) with put, 0.10–0.11 without it
+  //   (plain TCP sockets reach 0.12 both ways at once). A 2-rank ring uses one socket both ways.
+  // - mpi_yield_when_idle: every node here shares the same cores, and ranks that spin while
+  //   they wait starve the kernel's network processing until the next scheduler tick — a 1-byte
+  //   ping-pong took 4.0 ms spinning, 21 µs yielding. Real nodes have cores of their own.
   return {"-H", hosts, "--map-by", "node", "--mca", "plm_rsh_agent", agent.string(), "--mca", "plm_rsh_no_tree_spawn", "1",
-          "--mca", "oob_tcp_if_include", p.cidr(), "--mca", "btl", "tcp,vader,self", "--mca", "btl_tcp_if_include", p.cidr()};
+          "--mca", "oob_tcp_if_include", p.cidr(), "--mca", "btl", "tcp,vader,self", "--mca", "btl_tcp_if_include", p.cidr(),
+          "--mca", "btl_tcp_flags", "send,inplace,need-ack,need-csum", "--mca", "mpi_yield_when_idle", "1"};
 }
 
 std::string cluster_agent_script() {

@@ -39,6 +39,10 @@ struct ClusterPlan {
 /// 1 to 64 ranks per node), else why not.
 std::string check_plan(const ClusterPlan& plan);
 
+/// A tc rate ("1gbit", "100mbit", "2.5gbit"; decimal prefixes, as tc's) in bytes per second; 0
+/// for "" (unshaped) or a form check_plan refuses.
+double link_rate_bytes_per_s(const std::string& rate);
+
 /// The commands (argv each) that make @p plan from nothing, in order.
 std::vector<std::vector<std::string>> cluster_up_commands(const ClusterPlan& plan);
 

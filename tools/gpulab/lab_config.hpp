@@ -53,6 +53,10 @@ struct PerfSpec {
   double min_fraction_of_reference = 0.0;           ///< learner ≥ this × reference (same run)
   double reference_min_fraction_of_baseline = 0.0;  ///< reference ≥ this × baseline; 0: recorded only
   std::string hint;                                 ///< shown when the check fails
+  /// Across a cluster with shaped links (grade --nodes N): the measured GB/s ≥ this × the link
+  /// rate, for N ≤ link_gate_max_nodes (beyond, the figure is reported, not judged); 0: none.
+  double min_fraction_of_link = 0.0;
+  int link_gate_max_nodes = 0;
 };
 
 /// Library code the learner's objects may not contain (found with nm).

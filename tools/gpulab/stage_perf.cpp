@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cluster.hpp"
 #include "grade_stages.hpp"
 #include "gpulab/stats.hpp"
 
@@ -54,6 +55,42 @@ Check not_run_check(const std::string& name, const std::string& why) {
   c.where = Where::kGpu;
   c.status = Status::kNotRun;
   return c;
+}
+
+/// Across a cluster of shaped links: the graded figure against the link's rate (the ring's
+/// promise: busbw approaches the bandwidth of one link). Judged up to spec.link_gate_max_nodes
+/// nodes; beyond, reported only (on one machine the shared cores, not the links, become the
+/// ceiling as nodes are added).
+void judge_against_link(const GradeContext& ctx, const PerfSpec& spec, double value, Check& check) {
+  if (ctx.options.nodes <= 0 || spec.min_fraction_of_link <= 0.0) return;
+  const std::string unit = check.data.value("unit", "");
+  const ClusterPlan plan = saved_cluster(ctx.paths);
+  const double rate_gbs = link_rate_bytes_per_s(plan.link_rate) / 1e9;
+  if (unit.rfind("GB/s", 0) != 0 || rate_gbs <= 0.0) {
+    if (rate_gbs <= 0.0) check.details.push_back("links unshaped: no link rate to compare with (cluster up --link-rate 1gbit sets one)");
+    return;
+  }
+  const double fraction = value / rate_gbs;
+  const bool judged = ctx.options.nodes <= spec.link_gate_max_nodes;
+  char target[200];
+  if (judged) {
+    std::snprintf(target, sizeof target, "target ≥ %.0f %%", 100.0 * spec.min_fraction_of_link);
+  } else {
+    std::snprintf(target, sizeof target, "reported, not judged (≥ %.0f %% is required up to %d nodes; beyond, this machine's shared cores are the ceiling)",
+                  100.0 * spec.min_fraction_of_link, spec.link_gate_max_nodes);
+  }
+  char text[400];
+  std::snprintf(text, sizeof text, "%s %s %s = %.0f %% of the %s link (%.3f GB/s) across %d nodes; %s",
+                ctx.graded_is_reference() ? "reference" : "yours", figure(value).c_str(), unit.c_str(), 100.0 * fraction, plan.link_rate.c_str(),
+                rate_gbs, ctx.options.nodes, target);
+  check.details.insert(check.details.begin() + std::min<std::size_t>(check.details.size(), 2), text);
+  check.data["link_rate_gbs"] = rate_gbs;
+  check.data["fraction_of_link"] = fraction;
+  check.data["link_judged"] = judged;
+  if (judged && fraction < spec.min_fraction_of_link) {
+    check.status = Status::kFail;
+    check.hints.push_back("below the link's rate: " + spec.hint);
+  }
 }
 
 /// A performance run's limit: the reference's runs measure for tens of seconds at most.
@@ -115,6 +152,7 @@ Check measure_case(GradeContext& ctx, const CaseInfo& c) {
   }
   check.data["metric"] = metric;
   describe_performance(check, learner, reference, ctx.graded_is_reference(), *spec, verdict, rules, ctx.ptxas);
+  judge_against_link(ctx, *spec, median(learner.value), check);
   if (!ctx.graded_is_reference()) {
     if (const std::string problem = baseline_mismatch(learner, reference); !problem.empty()) {
       check.status = Status::kFail;
