@@ -40,6 +40,23 @@ std::string join(const Argv& argv) {
 
 fs::path cluster_dir(const Paths& paths) { return paths.state_dir() / "cluster"; }
 
+/// Waits (up to 5 s) until every node's link reports carrier on the bridge's side — a veth is
+/// "up" only once both ends are — so that the first launch never races the links; the links
+/// still down, or "".
+std::string wait_for_links(const ClusterPlan& p) {
+  std::string down;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    down.clear();
+    for (int i = 0; i < p.nodes; ++i) {
+      const fs::path state = "/sys/class/net/" + p.bridge_side(i) + "/operstate";
+      if (!fs::exists(state) || read_text(state).rfind("up", 0) != 0) down += " " + p.bridge_side(i);
+    }
+    if (down.empty()) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return down;
+}
+
 }  // namespace
 
 std::string check_plan(const ClusterPlan& plan) {
@@ -128,18 +145,24 @@ std::vector<std::string> cluster_mpirun_args(const ClusterPlan& p, const fs::pat
   // - mpi_yield_when_idle: every node here shares the same cores, and ranks that spin while
   //   they wait starve the kernel's network processing until the next scheduler tick — a 1-byte
   //   ping-pong took 4.0 ms spinning, 21 µs yielding. Real nodes have cores of their own.
+  // - --bind-to none: each node's daemon binds its first rank to "its" core 0 — the same core on
+  //   every node here, so all ranks shared one core (a lab-09 step ran 2.2× slower than on one
+  //   node). Unbound, the kernel spreads them over the cores the nodes share.
   return {"-H", hosts, "--map-by", "node", "--mca", "plm_rsh_agent", agent.string(), "--mca", "plm_rsh_no_tree_spawn", "1",
           "--mca", "oob_tcp_if_include", p.cidr(), "--mca", "btl", "tcp,vader,self", "--mca", "btl_tcp_if_include", p.cidr(),
-          "--mca", "btl_tcp_flags", "send,inplace,need-ack,need-csum", "--mca", "mpi_yield_when_idle", "1"};
+          "--mca", "btl_tcp_flags", "send,inplace,need-ack,need-csum", "--mca", "mpi_yield_when_idle", "1", "--bind-to", "none"};
 }
 
 std::string cluster_agent_script() {
   return "#!/bin/sh\n"
          "# gpulab's launcher for OpenMPI's rsh agent (plm_rsh_agent): `agent NODE COMMAND...` runs\n"
-         "# COMMAND inside the network namespace NODE, as ssh would on another host.\n"
+         "# COMMAND inside the network namespace NODE, as ssh would on another host. Each node gets a\n"
+         "# hostname of its own too (a UTS namespace): OpenMPI names its session folders and shared-\n"
+         "# memory files by hostname, and two nodes both called after this machine share them — ranks\n"
+         "# on different nodes then crash in the shared-memory transport.\n"
          "node=\"$1\"\n"
          "shift\n"
-         "exec ip netns exec \"$node\" sh -c \"$*\"\n";
+         "exec ip netns exec \"$node\" unshare --uts sh -c \"hostname $node && $*\"\n";
 }
 
 fs::path cluster_agent_path(const Paths& paths) { return cluster_dir(paths) / "agent.sh"; }
@@ -265,6 +288,11 @@ int cluster_command(const Paths& paths, const std::string& action, const Cluster
     const ProcessResult r = quiet(c);
     if (r.exited(0)) continue;
     std::cout << "gpulab cluster up: `" << join(c) << "` failed (" << r.describe() << "): " << r.output;
+    (void)take_down(plan.prefix);
+    return 1;
+  }
+  if (const std::string down = wait_for_links(plan); !down.empty()) {
+    std::cout << "gpulab cluster up: these links did not come up within 5 s:" << down << "\n";
     (void)take_down(plan.prefix);
     return 1;
   }

@@ -91,6 +91,19 @@ std::vector<std::string> sanitizer_findings(const std::string& output, int keep 
 /// The hint for a finding of @p tool (memcheck, racecheck, synccheck, initcheck).
 std::string sanitizer_hint(const std::string& tool);
 
+/// A figure measured across a cluster against the link's rate (PerfSpec::min_fraction_of_link).
+struct LinkJudgement {
+  bool applies = false;  ///< a GB/s figure, a shaped link and a spec that asks for it
+  bool judged = false;   ///< nodes <= spec.link_gate_max_nodes; beyond, reported only
+  bool pass = true;
+  double rate_gbs = 0.0, fraction = 0.0;
+  std::string text;      ///< the scorecard's line
+};
+/// @p who ("yours", "reference") measured @p value in @p unit across @p nodes nodes whose links
+/// run at @p link_rate (tc's form, "" when unshaped).
+LinkJudgement judge_link(double value, const std::string& unit, const std::string& link_rate, int nodes, const PerfSpec& spec,
+                         const std::string& who);
+
 /// One side's figures from a performance case, round by round.
 struct PerfSamples {
   std::vector<double> fraction, value, baseline;  ///< per round: value / baseline, value, baseline

@@ -57,37 +57,18 @@ Check not_run_check(const std::string& name, const std::string& why) {
   return c;
 }
 
-/// Across a cluster of shaped links: the graded figure against the link's rate (the ring's
-/// promise: busbw approaches the bandwidth of one link). Judged up to spec.link_gate_max_nodes
-/// nodes; beyond, reported only (on one machine the shared cores, not the links, become the
-/// ceiling as nodes are added).
+/// Across a cluster of shaped links: the graded figure against the link's rate (judge_link).
 void judge_against_link(const GradeContext& ctx, const PerfSpec& spec, double value, Check& check) {
   if (ctx.options.nodes <= 0 || spec.min_fraction_of_link <= 0.0) return;
-  const std::string unit = check.data.value("unit", "");
   const ClusterPlan plan = saved_cluster(ctx.paths);
-  const double rate_gbs = link_rate_bytes_per_s(plan.link_rate) / 1e9;
-  if (unit.rfind("GB/s", 0) != 0 || rate_gbs <= 0.0) {
-    if (rate_gbs <= 0.0) check.details.push_back("links unshaped: no link rate to compare with (cluster up --link-rate 1gbit sets one)");
-    return;
-  }
-  const double fraction = value / rate_gbs;
-  const bool judged = ctx.options.nodes <= spec.link_gate_max_nodes;
-  char target[200];
-  if (judged) {
-    std::snprintf(target, sizeof target, "target ≥ %.0f %%", 100.0 * spec.min_fraction_of_link);
-  } else {
-    std::snprintf(target, sizeof target, "reported, not judged (≥ %.0f %% is required up to %d nodes; beyond, this machine's shared cores are the ceiling)",
-                  100.0 * spec.min_fraction_of_link, spec.link_gate_max_nodes);
-  }
-  char text[400];
-  std::snprintf(text, sizeof text, "%s %s %s = %.0f %% of the %s link (%.3f GB/s) across %d nodes; %s",
-                ctx.graded_is_reference() ? "reference" : "yours", figure(value).c_str(), unit.c_str(), 100.0 * fraction, plan.link_rate.c_str(),
-                rate_gbs, ctx.options.nodes, target);
-  check.details.insert(check.details.begin() + std::min<std::size_t>(check.details.size(), 2), text);
-  check.data["link_rate_gbs"] = rate_gbs;
-  check.data["fraction_of_link"] = fraction;
-  check.data["link_judged"] = judged;
-  if (judged && fraction < spec.min_fraction_of_link) {
+  const LinkJudgement j =
+      judge_link(value, check.data.value("unit", ""), plan.link_rate, ctx.options.nodes, spec, ctx.graded_is_reference() ? "reference" : "yours");
+  if (!j.text.empty()) check.details.insert(check.details.begin() + std::min<std::size_t>(check.details.size(), 1), j.text);  // after the figure
+  if (!j.applies) return;
+  check.data["link_rate_gbs"] = j.rate_gbs;
+  check.data["fraction_of_link"] = j.fraction;
+  check.data["link_judged"] = j.judged;
+  if (!j.pass) {
     check.status = Status::kFail;
     check.hints.push_back("below the link's rate: " + spec.hint);
   }
@@ -239,6 +220,33 @@ std::string baseline_mismatch(const PerfSamples& learner, const PerfSamples& ref
                 "your process slowed the library down, so the comparison is not trusted",
                 mine, 100.0 * mine / theirs, theirs);
   return text;
+}
+
+LinkJudgement judge_link(double value, const std::string& unit, const std::string& link_rate, int nodes, const PerfSpec& spec,
+                         const std::string& who) {
+  LinkJudgement j;
+  if (spec.min_fraction_of_link <= 0.0 || unit.rfind("GB/s", 0) != 0) return j;
+  j.rate_gbs = link_rate_bytes_per_s(link_rate) / 1e9;
+  if (j.rate_gbs <= 0.0) {
+    j.text = "links unshaped: no link rate to compare with (cluster up --link-rate 1gbit sets one)";
+    return j;
+  }
+  j.applies = true;
+  j.fraction = value / j.rate_gbs;
+  j.judged = nodes <= spec.link_gate_max_nodes;
+  j.pass = !j.judged || j.fraction >= spec.min_fraction_of_link;
+  char target[200];
+  if (j.judged) {
+    std::snprintf(target, sizeof target, "target ≥ %.0f %%", 100.0 * spec.min_fraction_of_link);
+  } else {
+    std::snprintf(target, sizeof target, "reported, not judged (≥ %.0f %% is required up to %d nodes; beyond, the nodes share this machine's cores, which can become the limit)",
+                  100.0 * spec.min_fraction_of_link, spec.link_gate_max_nodes);
+  }
+  char text[400];
+  std::snprintf(text, sizeof text, "%s %s %s = %.0f %% of the %s link (%.3f GB/s) across %d nodes; %s", who.c_str(), figure(value).c_str(),
+                unit.c_str(), 100.0 * j.fraction, link_rate.c_str(), j.rate_gbs, nodes, target);
+  j.text = text;
+  return j;
 }
 
 bool stage_performance(GradeContext& ctx, Scorecard& card) {
