@@ -1,6 +1,7 @@
 # Run at build time (cmake -P) after a lab executable is linked: asks it for its test cases
 # (`--gpulab-list`, which also enforces exactly one of [cpu]/[gpu] per case) and writes one
-# CTest entry per case. Exit code 77 ("no CUDA device") is reported by CTest as skipped.
+# CTest entry per case. Exit code 77 (no CUDA device for a [gpu] case, no root for a [cluster]
+# one) is reported by CTest as skipped.
 # CASES_FILE (optional): the listing is also written there, for the CLI (a lab's cases and tags).
 execute_process(COMMAND "${EXE}" --gpulab-list RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
@@ -30,7 +31,11 @@ foreach(line IN LISTS lines)
   set(extra_label "")
   if(fields MATCHES "\\[cluster\\]")
     set(extra_label ";cluster")
-    set(lock " RESOURCE_LOCK mpi")
+    if(kind STREQUAL "gpu")
+      set(lock " RESOURCE_LOCK \"gpu;mpi\"")
+    else()
+      set(lock " RESOURCE_LOCK mpi")
+    endif()
   endif()
   if(RANKS STREQUAL "")
     string(APPEND content
@@ -50,7 +55,7 @@ foreach(line IN LISTS lines)
         "add_test([==[${PREFIX}: ${name} (W=${w})]==] \"${CLI}\" mpirun --ranks ${w} --timeout ${TIMEOUT}"
         " --logs \"${LOGS}/${log_name}-w${w}\" -- \"${EXE}\" [==[${name}]==])\n"
         "set_tests_properties([==[${PREFIX}: ${name} (W=${w})]==] PROPERTIES SKIP_RETURN_CODE 77"
-        " TIMEOUT ${outer} LABELS \"${LABEL};${kind};mpi\" RESOURCE_LOCK \"mpi;gpu\")\n")
+        " TIMEOUT ${outer} LABELS \"${LABEL};${kind};mpi${extra_label}\" RESOURCE_LOCK \"mpi;gpu\")\n")
     endforeach()
   endif()
 endforeach()

@@ -152,7 +152,8 @@ TEST_CASE("mpirun places ranks round-robin across the nodes over TCP on the subn
   CHECK(*(at("mpi_yield_when_idle") + 1) == "1");
   CHECK(*(at("--bind-to") + 1) == "none");  // every node would bind its first rank to the same core 0
   // Each node has a network namespace and a hostname of its own.
-  CHECK(gpulab::cli::cluster_agent_script().find("exec ip netns exec \"$node\" unshare --uts sh -c \"hostname $node && $*\"") != std::string::npos);
+  CHECK(gpulab::cli::cluster_agent_script().find("exec ip netns exec \"$node\" unshare --uts sh -c 'hostname \"$0\" || exit 1; eval \"$1\"' \"$node\" \"$*\"") !=
+        std::string::npos);
 }
 
 TEST_CASE("a two-node cluster over a 1 Gbit/s link moves bytes at the link rate and leaves nothing behind", "[cpu][cluster]") {

@@ -194,29 +194,41 @@ TEST_CASE("a performance check reads its figures from the records and its rules 
   CHECK(check.data["fraction_of_reference"].get<double>() == Approx(0.75 / 0.9));
 }
 
-TEST_CASE("across a cluster a bandwidth is judged against the link rate up to the spec's nodes and reported beyond", "[cpu]") {
+TEST_CASE("across a cluster a bandwidth is judged against the link rate with one rank per node and reported otherwise", "[cpu]") {
   PerfSpec spec;
   spec.min_fraction_of_link = 0.8;
   spec.link_gate_max_nodes = 3;
-  const LinkJudgement fast = judge_link(0.118, "GB/s busbw", "1gbit", 2, spec, "yours");
+  const LinkJudgement fast = judge_link(0.118, "GB/s busbw", "1gbit", 2, 2, spec, "yours", 0.118);
   CHECK(fast.applies);
   CHECK(fast.judged);
   CHECK(fast.pass);
   CHECK(fast.fraction == Approx(0.944));
-  CHECK(fast.text == "yours 0.118 GB/s busbw = 94 % of the 1gbit link (0.125 GB/s) across 2 nodes; target ≥ 80 %");
-  const LinkJudgement slow = judge_link(0.065, "GB/s busbw", "1gbit", 3, spec, "yours");
+  CHECK(fast.text == "yours 0.118 GB/s busbw = 94.4 % of the 1gbit link (0.125 GB/s) across 2 nodes; target ≥ 80 %");
+  const LinkJudgement slow = judge_link(0.065, "GB/s busbw", "1gbit", 3, 3, spec, "yours", 0.117);
   CHECK(slow.judged);
-  CHECK_FALSE(slow.pass);  // 52 % of the link
-  const LinkJudgement beyond = judge_link(0.065, "GB/s busbw", "1gbit", 4, spec, "reference");
+  CHECK_FALSE(slow.pass);  // 52 % of the link while the reference reached 94 %
+  const LinkJudgement edge = judge_link(0.0995, "GB/s busbw", "1gbit", 2, 2, spec, "yours", 0.117);
+  CHECK_FALSE(edge.pass);
+  CHECK(edge.text.find("= 79.6 %") != std::string::npos);  // never "80 %" beside a failure
+  const LinkJudgement machine = judge_link(0.065, "GB/s busbw", "1gbit", 2, 2, spec, "yours", 0.09);
+  CHECK_FALSE(machine.judged);  // the reference missed it too: this machine is the limit
+  CHECK(machine.pass);
+  CHECK(machine.text.find("the reference reached only 72.0 % of the link in the same run") != std::string::npos);
+  CHECK_FALSE(judge_link(0.065, "GB/s busbw", "1gbit", 2, 2, spec, "reference").pass);  // graded alone (--solutions): judged
+  const LinkJudgement beyond = judge_link(0.065, "GB/s busbw", "1gbit", 4, 4, spec, "reference");
   CHECK_FALSE(beyond.judged);
-  CHECK(beyond.pass);  // reported, not judged
+  CHECK(beyond.pass);
   CHECK(beyond.text.find("reported, not judged (≥ 80 % is required up to 3 nodes") != std::string::npos);
-  const LinkJudgement unshaped = judge_link(0.3, "GB/s busbw", "", 2, spec, "yours");
+  const LinkJudgement shared = judge_link(0.06, "GB/s busbw", "1gbit", 2, 4, spec, "yours", 0.06);
+  CHECK_FALSE(shared.judged);  // 4 ranks on 2 nodes: two flows per link
+  CHECK(shared.text.find("4 ranks on 2 nodes") != std::string::npos);
+  const LinkJudgement unshaped = judge_link(0.3, "GB/s busbw", "", 2, 2, spec, "yours");
   CHECK_FALSE(unshaped.applies);
   CHECK(unshaped.pass);
   CHECK(unshaped.text.find("links unshaped") != std::string::npos);
-  CHECK_FALSE(judge_link(5.0, "steps/s", "1gbit", 2, spec, "yours").applies);  // not a bandwidth
-  CHECK_FALSE(judge_link(0.01, "GB/s busbw", "1gbit", 2, PerfSpec{}, "yours").applies);  // no link target
+  CHECK_FALSE(judge_link(0.1, "GB/s busbw", "1gbit", 1, 1, spec, "yours").applies);   // one node: no link crossed
+  CHECK_FALSE(judge_link(5.0, "steps/s", "1gbit", 2, 2, spec, "yours").applies);      // not a bandwidth
+  CHECK_FALSE(judge_link(0.01, "GB/s busbw", "1gbit", 2, 2, PerfSpec{}, "yours").applies);  // no link target
 }
 
 TEST_CASE("the scorecard counts once: emulated passes are not passes and an emulated failure fails", "[cpu]") {

@@ -99,6 +99,11 @@ std::string cluster_unavailable() {
   if (geteuid() != 0) return "needs root to make network namespaces (sudo ctest -L cluster)";
   if (!on_path("ip")) return "needs iproute2 (ip) to make network namespaces";
   if (!on_path("mpirun")) return "needs OpenMPI (mpirun) to launch ranks across the namespaces";
+  if (!on_path("unshare")) return "needs util-linux (unshare) to give each node its own hostname";
+  // Root in a container without CAP_NET_ADMIN / CAP_SYS_ADMIN cannot make namespaces.
+  if (std::system("unshare --net --uts true >/dev/null 2>&1") != 0) {
+    return "root, but namespaces cannot be made here (unshare --net --uts failed: a container without CAP_SYS_ADMIN?)";
+  }
   return "";
 }
 

@@ -2,17 +2,18 @@
 /// @brief The gpulab test main: Catch2 with [cpu]/[gpu] tags enforced and honest exit codes.
 ///
 /// Exit codes: 0 every selected case passed; 1 something failed (Catch2 v2 would return the
-/// number of failed assertions, so 77 failures would read as a skip); 77 only when the selected
-/// cases need a CUDA device and there is none (CTest's SKIP_RETURN_CODE). Without a device, a
-/// selection that mixes [cpu] and [gpu] cases runs the [cpu] ones and returns 77 if they pass.
+/// number of failed assertions, so 77 failures would read as a skip); 77 when some selected cases
+/// could not run here and everything that ran passed (CTest's SKIP_RETURN_CODE): [gpu] cases
+/// without a usable CUDA device, and [cluster] cases without root, iproute2, mpirun or the right to
+/// make namespaces. A selection that mixes them runs what can run and returns 77 if it passes.
 /// A filter that matches no case is an error. `--gpulab-list` prints "kind<TAB>name<TAB>tags"
 /// per case and fails if any case has neither or both of [cpu] and [gpu]; `--gpulab-probe` exits 0
 /// when a CUDA device can be used, else 77 with the reason.
 ///
 /// Evidence of completion: once the Catch2 session has returned, the runner writes one
 /// "completion" record per case (gpulab::report): its name, the assertions Catch2 counted passed
-/// and failed, and GPULAB_RUN_TOKEN (which the grader sets afresh for each process); a [gpu] case
-/// skipped for want of a device gets one with "skipped" and the reason. The grader counts a case
+/// and failed, and GPULAB_RUN_TOKEN (which the grader sets afresh for each process); a skipped
+/// case ([gpu] without a device, [cluster] without root) gets one with "skipped" and the reason. The grader counts a case
 /// only from that record: a process that exits before it (an exit() in the learner's code, a
 /// crash, a hang) has not passed, whatever its exit code.
 #pragma once

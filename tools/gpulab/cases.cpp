@@ -225,7 +225,11 @@ Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, co
   check.details = failure_lines(found);
   if (!run.problems.empty()) {
     check.details.insert(check.details.begin(), run.problems.begin(), run.problems.end());
-    hints.insert(p.timed_out ? lab.timeout_hint : lab.crash_hint);
+    // A fault the grader injected (--fault) explains the failure; the lab's hints would blame the code.
+    const bool injected = std::any_of(run.problems.begin(), run.problems.end(),
+                                      [](const std::string& line) { return line.rfind("fault injected", 0) == 0; });
+    hints.insert(injected ? std::string("the grader injected this fault (--fault): how a run fails when a rank or a link is lost, not a fault in your code")
+                          : p.timed_out ? lab.timeout_hint : lab.crash_hint);
   } else if (p.timed_out) {
     check.details.insert(check.details.begin(), "did not finish within " + fixed0(context.timeout_s) + " s; the process was killed");
     hints.insert(lab.timeout_hint);

@@ -162,7 +162,7 @@ std::string cluster_agent_script() {
          "# on different nodes then crash in the shared-memory transport.\n"
          "node=\"$1\"\n"
          "shift\n"
-         "exec ip netns exec \"$node\" unshare --uts sh -c \"hostname $node && $*\"\n";
+         "exec ip netns exec \"$node\" unshare --uts sh -c 'hostname \"$0\" || exit 1; eval \"$1\"' \"$node\" \"$*\"\n";
 }
 
 fs::path cluster_agent_path(const Paths& paths) { return cluster_dir(paths) / "agent.sh"; }

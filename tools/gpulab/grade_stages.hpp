@@ -99,10 +99,13 @@ struct LinkJudgement {
   double rate_gbs = 0.0, fraction = 0.0;
   std::string text;      ///< the scorecard's line
 };
-/// @p who ("yours", "reference") measured @p value in @p unit across @p nodes nodes whose links
-/// run at @p link_rate (tc's form, "" when unshaped).
-LinkJudgement judge_link(double value, const std::string& unit, const std::string& link_rate, int nodes, const PerfSpec& spec,
-                         const std::string& who);
+/// @p who ("yours", "reference") measured @p value in @p unit with @p ranks ranks across @p nodes
+/// nodes whose links run at @p link_rate (tc's form, "" when unshaped). Judged only with one rank
+/// per node (ranks == nodes >= 2: otherwise a link carries several flows or none) and, for a
+/// learner, only where the reference measured in the same run (@p reference > 0) reached the
+/// target itself — else this machine, not the code, is the limit, and the figure is reported.
+LinkJudgement judge_link(double value, const std::string& unit, const std::string& link_rate, int nodes, int ranks, const PerfSpec& spec,
+                         const std::string& who, double reference = 0.0);
 
 /// One side's figures from a performance case, round by round.
 struct PerfSamples {

@@ -20,7 +20,7 @@ int GradeContext::perf_width() const {
   if (!lab.distributed()) return 0;
   if (!options.ranks.empty()) return options.ranks.front();
   // Across a cluster the performance cases run one rank per node: what the links carry.
-  if (options.nodes > 0) return options.nodes;
+  if (options.nodes >= 2) return options.nodes;
   return lab.perf_ranks.empty() ? lab.mpi_ranks.front() : lab.perf_ranks.front();
 }
 
