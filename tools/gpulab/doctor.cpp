@@ -66,7 +66,7 @@ std::vector<Item> listed_packages(const Paths& paths) {
       }
     } else {
       const std::string command = check.substr(check.find(':') + 1);
-      ok = probe({command, "--version"}, out);
+      ok = probe({command, "--version"}, out) || probe({command, "-V"}, out);  // iproute2's ip knows only -V
       detail = first_line(out);
     }
     const int severity = ok ? 0 : role == "build" ? 1 : 2;
