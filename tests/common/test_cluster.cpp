@@ -2,7 +2,8 @@
 /// @brief The cluster on one machine (cluster.hpp): the plan's commands, names and addresses, the
 /// state read back from `ip`, mpirun's placement — without root. With root (CI is), an
 /// integration case: two nodes over a 1 Gbit/s link, a ping-pong whose bytes arrive unchanged at
-/// the link's rate, and `down` leaving no namespace, link or bridge behind.
+/// the link's rate, an all-reduce of integers over TCP exact on both ranks, and `down` leaving no
+/// namespace, link or bridge behind.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -156,7 +157,7 @@ TEST_CASE("mpirun places ranks round-robin across the nodes over TCP on the subn
         std::string::npos);
 }
 
-TEST_CASE("a two-node cluster over a 1 Gbit/s link moves bytes at the link rate and leaves nothing behind", "[cpu][cluster]") {
+TEST_CASE("a two-node cluster over a 1 Gbit/s link moves bytes at the link rate and all-reduces exactly and leaves nothing behind", "[cpu][cluster]") {
   const std::string pingpong = pingpong_program();
   ScratchCluster cluster("gpltest", "10.213.9");
   REQUIRE(cluster.up);
@@ -173,6 +174,8 @@ TEST_CASE("a two-node cluster over a 1 Gbit/s link moves bytes at the link rate 
   const std::size_t b = out.find("beta_gbs ");
   REQUIRE(b != std::string::npos);
   const double beta = std::atof(out.c_str() + b + 9);
+  // An all-reduce over TCP across both nodes, exact on integers (checked on every rank).
+  CHECK(out.find("allreduce_exact 2") != std::string::npos);
   // 1 Gbit/s is 0.125 GB/s: TCP over tbf gets about 94 % of it (measured when this was written).
   CHECK(beta > 0.125 * 0.6);
   CHECK(beta < 0.125 * 1.1);

@@ -195,7 +195,9 @@ int run_tests(int argc, char** argv, DeviceProbeFn probe) {
   // Cases that cannot run here are skipped, with the reason recorded: [gpu] ones without a usable
   // device, [cluster] ones without root, iproute2 or mpirun.
   std::vector<std::string> cpu_names, gpu_names, cluster_names;
-  const std::string cluster_why_not = cluster_unavailable();
+  // Probed only when a [cluster] case is selected: the probe makes a namespace.
+  const bool wants_cluster = std::any_of(selected.begin(), selected.end(), [](const Catch::TestCase& tc) { return has_tag(tc, "cluster"); });
+  const std::string cluster_why_not = wants_cluster ? cluster_unavailable() : std::string();
   for (const auto& tc : selected) {
     if (has_tag(tc, "cluster") && !cluster_why_not.empty()) {
       cluster_names.push_back(tc.name);

@@ -2,7 +2,8 @@
 /// @brief gpulab-pingpong: the α and β of a link, measured between ranks 0 and 1 with blocking
 /// MPI_Send / MPI_Recv (what `grade --nodes` reports beside the topology). α: half the round
 /// trip of 1 byte; β: bytes / half the round trip at 64 MiB (median of several). Also checks the
-/// bytes arrive unchanged. Prints "alpha_us X" and "beta_gbs Y", or "error ..." and exits 1.
+/// bytes arrive unchanged, and that an all-reduce of 8 MiB of integers over every rank is exact.
+/// Prints "alpha_us X", "beta_gbs Y" and "allreduce_exact W", or "error ..." and exits 1.
 #include <mpi.h>
 
 #include <algorithm>
@@ -38,6 +39,21 @@ bool half_round_trip(long bytes, int reps, int rank, double& seconds) {
   return same;
 }
 
+/// MPI_Allreduce (sum) of 2^20 int64 values over every rank, checked exactly on every rank: rank
+/// r contributes (r + 1)·(i mod 1000 + 1) at i. True on every rank when it held on every rank.
+bool allreduce_exact(int rank, int size) {
+  const std::size_t n = std::size_t{1} << 20;
+  std::vector<long long> mine(n), sum(n);
+  for (std::size_t i = 0; i < n; ++i) mine[i] = static_cast<long long>(rank + 1) * static_cast<long long>(i % 1000 + 1);
+  MPI_Allreduce(mine.data(), sum.data(), static_cast<int>(n), MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  const long long ranks = static_cast<long long>(size) * (size + 1) / 2;
+  int ok = 1;
+  for (std::size_t i = 0; i < n && ok; ++i) ok = sum[i] == ranks * static_cast<long long>(i % 1000 + 1) ? 1 : 0;
+  int all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,12 +71,13 @@ int main(int argc, char** argv) {
     // Both always run on every rank (a short-circuit on one rank alone would leave the other waiting).
     const bool small_ok = half_round_trip(1, 101, rank, alpha);
     const bool big_ok = half_round_trip(big_bytes, 5, rank, big);
-    const bool ok = small_ok && big_ok;
+    const bool reduced = allreduce_exact(rank, size);
+    const bool ok = small_ok && big_ok && reduced;
     if (rank == 0) {
       if (ok) {
-        std::printf("alpha_us %.2f\nbeta_gbs %.4f\n", alpha * 1e6, static_cast<double>(big_bytes) / (big - alpha) / 1e9);
+        std::printf("alpha_us %.2f\nbeta_gbs %.4f\nallreduce_exact %d\n", alpha * 1e6, static_cast<double>(big_bytes) / (big - alpha) / 1e9, size);
       } else {
-        std::printf("error: a payload came back changed\n");
+        std::printf("error: %s\n", reduced ? "a payload came back changed" : "the all-reduce of integers over every rank was not exact");
         status = 1;
       }
     }
