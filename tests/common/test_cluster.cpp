@@ -40,7 +40,10 @@ std::string pingpong_program() {
 struct ScratchCluster {
   gpulab::cli::Paths paths;
   ClusterPlan plan;
+  std::string pingpong = pingpong_program();
+  gpulab::cli::ProcessOptions options;  ///< for run_mpi: 120 s
   ScratchCluster(const std::string& prefix, const std::string& subnet) {
+    options.timeout_s = 120;
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     paths.root = std::filesystem::temp_directory_path() / ("gpulab-test-" + prefix);
@@ -158,15 +161,14 @@ TEST_CASE("mpirun places ranks round-robin across the nodes over TCP on the subn
 }
 
 TEST_CASE("a two-node cluster over a 1 Gbit/s link moves bytes at the link rate and all-reduces exactly and leaves nothing behind", "[cpu][cluster]") {
-  const std::string pingpong = pingpong_program();
   ScratchCluster cluster("gpltest", "10.213.9");
   REQUIRE(cluster.up);
   const gpulab::cli::Paths& paths = cluster.paths;
   const ClusterPlan& p = cluster.plan;
+  const std::string& pingpong = cluster.pingpong;
+  const gpulab::cli::ProcessOptions& o = cluster.options;
   const auto state = gpulab::cli::discover_cluster("gpltest");
   CHECK(state.namespaces.size() == 2);
-  gpulab::cli::ProcessOptions o;
-  o.timeout_s = 120;
   const auto run = gpulab::cli::run_mpi(2, paths.root / "logs", {pingpong}, o);
   const std::string out = run.rank_output.empty() ? "" : run.rank_output[0];
   INFO(run.process.output + out);
@@ -199,13 +201,12 @@ TEST_CASE("faults are parsed from link-down:NODE@SECONDS and kill:RANK@SECONDS",
 }
 
 TEST_CASE("a killed rank and a cut link are reported by rank and node and leave no process", "[cpu][cluster]") {
-  const std::string pingpong = pingpong_program();
   ScratchCluster cluster("gplfault", "10.213.8");
   REQUIRE(cluster.up);
   const gpulab::cli::Paths& paths = cluster.paths;
   const ClusterPlan& p = cluster.plan;
-  gpulab::cli::ProcessOptions o;
-  o.timeout_s = 120;
+  const std::string& pingpong = cluster.pingpong;
+  const gpulab::cli::ProcessOptions& o = cluster.options;
   auto contains = [](const std::vector<std::string>& lines, const std::string& text) {
     for (const std::string& l : lines) {
       if (l.find(text) != std::string::npos) return true;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "build.hpp"
+#include "cluster.hpp"
 #include "grade_stages.hpp"
 #include "symbols.hpp"
 
@@ -203,7 +204,9 @@ bool stage_build(GradeContext& ctx, Scorecard& card) {
   card.add(linked);
   if (linked.status == Status::kFail) return false;
   // Across a cluster the reference takes longer (TCP): its own profile, so that local limits stay tight.
-  const std::string where = ctx.options.nodes > 0 ? "-nodes" + std::to_string(ctx.options.nodes) + "-" + (ctx.options.link_rate.empty() ? "any" : ctx.options.link_rate) : "";
+  // Keyed by the cluster's own link rate (as `cluster up` made it), --link-rate given or not.
+  const std::string rate = ctx.options.nodes > 0 ? saved_cluster(ctx.paths).link_rate : "";
+  const std::string where = ctx.options.nodes > 0 ? "-nodes" + std::to_string(ctx.options.nodes) + "-" + (rate.empty() ? "unshaped" : rate) : "";
   ctx.profile = ReferenceProfile(ctx.paths.build / "grade" / "profiles" / (ctx.lab.number + where + ".json"), file_hash(ctx.reference().exe));
   ctx.gpu_missing = device_missing(ctx.reference().exe);
   if (!ctx.gpu_missing.empty()) prepare_emulator(ctx, card);
