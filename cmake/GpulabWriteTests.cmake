@@ -14,7 +14,7 @@ foreach(line IN LISTS lines)
   if(line STREQUAL "")
     continue()
   endif()
-  # Each line: <kind>\t<name>\t<tags>; names never hold tabs, brackets, commas or semicolons
+  # Each line: <kind>\t<name>\t<tags>\t<test file>; names never hold tabs, brackets, commas or semicolons
   # (the test main refuses them).
   string(REPLACE "\t" ";" fields "${line}")
   list(GET fields 0 kind)

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "build.hpp"
+#include "symbols.hpp"
 
 TEST_CASE("diagnostics keep nvcc and gcc messages only", "[cpu]") {
   const std::string log =
@@ -86,6 +87,23 @@ TEST_CASE("ptxas output gives registers and shared memory and spills per kernel"
   REQUIRE(hints.size() == 2);
   CHECK(hints[0].find("128 bytes of local memory per thread") != std::string::npos);
   CHECK(hints[1].find("255 registers per thread: at most 257 threads per SM") != std::string::npos);
+}
+
+TEST_CASE("a kernel in an anonymous namespace or a template keeps its name on the resource line", "[cpu]") {
+  // c++filt's names for lab 06's and lab 04's kernels (the '(' of "(anonymous namespace)" once cut them to "").
+  CHECK(gpulab::cli::qualified_name("lab06::(anonymous namespace)::transform_kernel(float const*, float*, unsigned long)") ==
+        "lab06::(anonymous namespace)::transform_kernel");
+  CHECK(gpulab::cli::qualified_name("void lab04::(anonymous namespace)::hgemm_tile<128, 4>(lab04::Operands)") ==
+        "lab04::(anonymous namespace)::hgemm_tile<128, 4>");
+  CHECK(gpulab::cli::qualified_name("lab01::vector_add_kernel(float const*, float const*, float*, long)") == "lab01::vector_add_kernel");
+  gpulab::cli::KernelResources k;
+  k.name = "lab04::(anonymous namespace)::hgemm_tile<lab04::Tile, 4>";
+  k.arch = "sm_75";
+  k.registers = 24;
+  std::vector<std::string> lines, hints;
+  gpulab::cli::describe_resources({k}, {}, lines, hints);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].rfind("hgemm_tile<lab04::Tile, 4> (sm_75): 24 registers", 0) == 0);
 }
 
 TEST_CASE("kernel figures from the GPU read as one line with hints", "[cpu]") {

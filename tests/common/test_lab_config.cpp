@@ -2,6 +2,7 @@
 /// @brief lab.json is checked with clear errors; the case list and stretch goals; CTest's JUnit.
 #include <catch2/catch.hpp>
 
+#include "cases.hpp"
 #include "junit.hpp"
 #include "lab_config.hpp"
 #include "temp_tree.hpp"
@@ -60,6 +61,24 @@ TEST_CASE("the case list gives tags and TODOs and the stretch goals", "[cpu]") {
   LabConfig lab;
   lab.number = "03";
   CHECK(stretch_todos(lab, cases) == std::vector<std::string>{"03.6"});
+}
+
+TEST_CASE("a stretch case reached says which TODO's work it credits and one not reached is not counted", "[cpu]") {
+  // Lab 09's executor (09.4) on the tests' interleaved schedule passes while interleaved() (09.5) is empty:
+  // its line must credit 09.4, not read as the stretch TODO done.
+  const auto cases = parse_case_list("cpu\texecutor on the tests' schedule\t[cpu][09.4][stretch]\ncpu\tyour interleaved schedule\t[cpu][09.5][stretch]\n");
+  REQUIRE(cases.size() == 2);
+  Check reached;
+  reached.status = Status::kPass;
+  mark_stretch(cases[0], reached);
+  CHECK(reached.status == Status::kPass);
+  REQUIRE(reached.details.size() == 1);
+  CHECK(reached.details[0] == "a stretch goal of TODO 09.4, reached");
+  Check missed;
+  missed.status = Status::kFail;
+  mark_stretch(cases[1], missed);
+  CHECK(missed.status == Status::kStretch);
+  CHECK(missed.details.at(0) == "a stretch goal of TODO 09.5: not counted in the result");
 }
 
 TEST_CASE("CTest's JUnit file gives each test's outcome", "[cpu]") {

@@ -51,20 +51,54 @@ TEST_CASE("progress is recorded per lab and summarised", "[cpu]") {
   CHECK(progress_line(load_progress(t.paths), "05") == "not graded yet (its record was changed outside the grader)");
 }
 
-TEST_CASE("hints come one at a time and end at the lesson", "[cpu]") {
+TEST_CASE("a lab in parts records each part from its own checks and a copied entry reads as changed", "[cpu]") {
+  TempTree t("parts");
+  std::ostringstream quiet;
+  GradeResult whole;
+  whole.card = Scorecard(false, &quiet);
+  whole.card.add(check("compile", Status::kPass, Where::kNone));  // shared: counts in both parts
+  Check one = check("formats", Status::kPass), two = check("hgemm", Status::kFail), stray = check("no part", Status::kPass);
+  one.data["part"] = 1;
+  two.data["part"] = 2;
+  stray.data["part"] = 0;  // a case no part's test files hold: it counts against every part
+  whole.card.add(one);
+  whole.card.add(two);
+  whole.card.add(stray);
+  record_progress(t.paths, whole, "04", 0, 2);
+  const nlohmann::json p = load_progress(t.paths);
+  CHECK(progress_line(p, "04/1").rfind("complete", 0) == 0);
+  CHECK(progress_line(p, "04/2").find("2 of 3 checks pass") != std::string::npos);
+  CHECK(progress_line(p, "04", 2).find("part 1: complete") == 0);
+  CHECK(progress_line(p, "04", 2).find("; part 2: in progress: 2 of 3") != std::string::npos);
+  // Part 2 graded alone (--part 2) replaces part 2's entry only.
+  GradeResult part;
+  part.card = Scorecard(false, &quiet);
+  part.card.add(check("compile", Status::kPass, Where::kNone));
+  part.card.add(check("hgemm", Status::kPass));
+  record_progress(t.paths, part, "04", 2, 2);
+  CHECK(progress_line(load_progress(t.paths), "04", 2).find("part 2: complete") != std::string::npos);
+  nlohmann::json copied = nlohmann::json::parse(t.read(".gpulab/progress.json"));
+  copied["04/1"] = copied["04/2"];
+  t.write(".gpulab/progress.json", copied.dump());
+  CHECK(progress_line(load_progress(t.paths), "04/1") == "not graded yet (its record was changed outside the grader)");
+}
+
+TEST_CASE("hints come one at a time from the lesson to the recipe and take hint 05 1 or hint 05.1", "[cpu]") {
   TempTree t("hints", kHints);
   const std::string list = captured([&] { hint(t.paths, "05", "", 0, false); });
   CHECK(list.find("05.1  Return one  (3 hints)") != std::string::npos);
   CHECK(list.find("05.2  Return two  (1 hints)") != std::string::npos);
   CHECK(list.find("return 1") == std::string::npos);  // titles only, never the solution
   const std::string first = captured([&] { hint(t.paths, "05", "1", 0, false); });
-  CHECK(first.find("hint 1/3: first step") != std::string::npos);
-  CHECK(first.find("second step") == std::string::npos);
+  CHECK(first.find("hint 1/3: Read lessons/05-x.md, section \"TODO(05.1)\"") != std::string::npos);
+  CHECK(first.find("first step") == std::string::npos);
   const std::string second = captured([&] { hint(t.paths, "05", "05.1", 0, false); });
-  CHECK(second.find("hint 2/3: second step") != std::string::npos);
-  const std::string third = captured([&] { hint(t.paths, "05", "1", 0, false); });
-  CHECK(third.find("hint 3/3: Read lessons/05-x.md, section \"TODO(05.1)\"") != std::string::npos);
+  CHECK(second.find("hint 2/3: first step") != std::string::npos);
+  const std::string third = captured([&] { hint(t.paths, "05.1", "", 0, false); });  // the TODO's own name, as lessons write it
+  CHECK(third.find("hint 3/3: second step") != std::string::npos);
   const std::string again = captured([&] { hint(t.paths, "05", "1", 0, true); });
   CHECK(again.find("hint 2/3") == std::string::npos);  // --reset starts over
+  const std::string other = captured([&] { hint(t.paths, "05.2", "", 0, false); });
+  CHECK(other.find("TODO(05.2): Return two") != std::string::npos);
   CHECK(hint(t.paths, "05", "9", 0, false) == 1);
 }

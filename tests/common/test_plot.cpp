@@ -81,3 +81,26 @@ TEST_CASE("a scorecard from a machine without a GPU plots what there is and neve
   CHECK(roofline.empty());
   CHECK_NOTHROW(gpulab::cli::ladder_svg(nlohmann::json::parse(R"({"checks": null})")));
 }
+
+TEST_CASE("a timeline names in its legend only what it holds numbers micro-batches and keeps its last label inside", "[cpu]") {
+  // As lab 09's [perf] case records it: a forward and a backward with their micro-batch and a receive waited for.
+  const auto pipeline = nlohmann::json::parse(R"({"lab": "09-pipeline-parallel", "checks": [{"name": "pipeline step", "kind": "performance",
+     "data": {"variant": "learner", "learner_timeline": {"panels": [{"title": "1F1B, m = 8", "ranks": [
+       [{"what": "forward", "start_ms": 0, "end_ms": 40, "micro": 0}, {"what": "backward", "start_ms": 40, "end_ms": 120, "micro": 0}],
+       [{"what": "recv wait", "start_ms": 0, "end_ms": 40}, {"what": "forward", "start_ms": 40, "end_ms": 80, "micro": 7}]]}]}}}]})");
+  const std::string svg = gpulab::cli::timeline_svg(pipeline);
+  CHECK(svg.find("grey, a receive waited for") != std::string::npos);
+  CHECK(svg.find("an all-reduce") == std::string::npos);  // lab 09 has none
+  CHECK(svg.find("numbered by micro-batch") != std::string::npos);
+  CHECK(svg.find(">7</text>") != std::string::npos);
+  CHECK(svg.find(R"(text-anchor="end" fill="#777">120.00 ms)") != std::string::npos);  // the axis's last label, inside the picture
+  // As lab 08's: forward, backward and a bucket's all-reduce; no receives, no micro-batches.
+  const auto ddp = nlohmann::json::parse(R"({"lab": "08-data-parallel", "checks": [{"name": "DDP step", "kind": "performance",
+     "data": {"variant": "learner", "learner_timeline": {"panels": [{"title": "measured step 3 of 20", "ranks": [
+       [{"what": "forward", "start_ms": 0, "end_ms": 1}, {"what": "bucket 0", "start_ms": 1.5, "end_ms": 2.5}]]}]}}}]})");
+  const std::string bars = gpulab::cli::timeline_svg(ddp);
+  CHECK(bars.find("orange, an all-reduce") != std::string::npos);
+  CHECK(bars.find("receive waited for") == std::string::npos);
+  CHECK(bars.find("numbered by micro-batch") == std::string::npos);
+  CHECK(bars.find("measured step 3 of 20") != std::string::npos);
+}

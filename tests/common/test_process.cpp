@@ -104,6 +104,39 @@ TEST_CASE("a stop signal kills everything run_process started and leaves nothing
   CHECK(sleepers() == 0);
 }
 
+
+TEST_CASE("a closed output pipe after Ctrl-C stops the grader cleanly with the interrupt as its reason", "[cpu]") {
+  // `gpulab grade 08 | tee log` and Ctrl-C: the terminal's SIGINT reaches both, tee dies first, and
+  // the grader's next write raises SIGPIPE — which by default killed it silently (exit 141) before
+  // it stopped what it had started. The child stands in for the grader, its stdout the pipe.
+  for (const bool interrupted : {true, false}) {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t grader = fork();
+    if (grader == 0) {
+      ::close(fds[0]);
+      ::dup2(fds[1], STDOUT_FILENO);
+      gpulab::cli::install_interrupt_handlers();
+      if (interrupted) ::raise(SIGINT);
+      ::usleep(100000);  // the reader is gone by now
+      const ssize_t wrote = ::write(STDOUT_FILENO, "scorecard line\n", 15);
+      try {
+        gpulab::cli::ProcessOptions o;
+        gpulab::cli::run_process({"true"}, o);  // the next thing the grader does
+      } catch (const gpulab::cli::Interrupted& e) {
+        _exit(wrote < 0 ? 128 + e.signal : 3);
+      }
+      _exit(2);
+    }
+    ::close(fds[1]);
+    ::close(fds[0]);  // the reader (tee) has ended
+    int status = 0;
+    ::waitpid(grader, &status, 0);
+    INFO((interrupted ? "Ctrl-C, then the pipe" : "the pipe alone") << ": status " << status);
+    CHECK(WIFEXITED(status));  // not killed by SIGPIPE
+    CHECK(WEXITSTATUS(status) == (interrupted ? 128 + SIGINT : 128 + SIGPIPE));
+  }
+}
 TEST_CASE("read-only paths stay read-only however many there are", "[cpu]") {
   if (!gpulab::cli::sandbox_available()) return;  // needs root (a mount namespace): nothing to check here
   // Twelve paths: the sandbox's shell script names them $1 … $12, and "$10" would be $1 then "0".

@@ -45,8 +45,8 @@ JudgeContext within(double seconds, const std::string& gpu_missing = "no NVIDIA 
   return j;
 }
 
-const CaseInfo kCpuCase{"cpu", "adds", "[cpu][05.1]"};
-const CaseInfo kGpuCase{"gpu", "kernel adds", "[gpu][05.2]"};
+const CaseInfo kCpuCase{"cpu", "adds", "[cpu][05.1]", ""};
+const CaseInfo kGpuCase{"gpu", "kernel adds", "[gpu][05.2]", ""};
 
 }  // namespace
 
@@ -165,8 +165,8 @@ TEST_CASE("emulated runs map to EMU statuses and the emulator's limits to N/A", 
   CHECK(emulated_status(c) == Status::kEmuNotRun);
   CHECK(emulable(kGpuCase));
   CHECK_FALSE(emulable(kCpuCase));
-  CHECK_FALSE(emulable({"gpu", "speed", "[gpu][perf]"}));
-  CHECK_FALSE(emulable({"gpu", "padding beats", "[gpu][timing]"}));
+  CHECK_FALSE(emulable({"gpu", "speed", "[gpu][perf]", ""}));
+  CHECK_FALSE(emulable({"gpu", "padding beats", "[gpu][timing]", ""}));
 }
 
 TEST_CASE("a performance check reads its figures from the records and its rules from the options", "[cpu]") {

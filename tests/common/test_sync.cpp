@@ -62,4 +62,9 @@ TEST_CASE("a region without a lesson section is reported", "[cpu]") {
   const auto gaps = lesson_gaps(t.labs()[0]);
   REQUIRE(gaps.size() == 2);
   CHECK(gaps[0].find("05.1") == 0);
+  // A mention in a paragraph, or TODO(05.10)'s heading, is not TODO(05.1)'s section.
+  t.write("lessons/05-x.md", "See TODO(05.1) and TODO(05.2) below.\n### TODO(05.10) Another\n### TODO(05.2): Return two\n");
+  const auto mentioned = lesson_gaps(t.labs()[0]);
+  REQUIRE(mentioned.size() == 1);
+  CHECK(mentioned[0].find("05.1 (no") == 0);
 }

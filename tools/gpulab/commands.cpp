@@ -2,7 +2,10 @@
 /// @brief The small commands (see commands.hpp).
 #include "commands.hpp"
 
+#include <algorithm>
 #include <iostream>
+#include <regex>
+#include <sstream>
 
 #include "build.hpp"
 #include "docs.hpp"
@@ -15,6 +18,16 @@
 namespace gpulab::cli {
 namespace {
 
+/// Whether any performance check measured a kernel's FLOP/s or bytes per second (what a roofline plots).
+bool device_figures(const nlohmann::json& scorecard) {
+  for (const auto& c : scorecard.value("checks", nlohmann::json::array())) {
+    if (c.value("kind", "") != "performance" || c.value("where", "") != "gpu") continue;
+    const std::string unit = c.contains("data") ? c["data"].value("unit", "") : "";
+    if (unit.find("FLOP/s") != std::string::npos || unit.find("B/s") != std::string::npos) return true;
+  }
+  return false;
+}
+
 /// Writes ladder.svg, roofline.svg and (distributed training labs) timeline.svg into @p dir; false when there was nothing to draw.
 bool write_charts(const nlohmann::json& scorecard, const fs::path& dir) {
   bool any = false;
@@ -23,6 +36,7 @@ bool write_charts(const nlohmann::json& scorecard, const fs::path& dir) {
   for (const auto& [name, svg] : charts) {
     if (svg.empty()) {
       if (name == "timeline.svg") continue;  // only the distributed training labs record one
+      if (name == "roofline.svg" && !device_figures(scorecard)) continue;  // a host lab has no roofline to draw
       std::cout << "gpulab: no " << name << ": "
                 << (name == "ladder.svg" ? "no performance check was measured" : "no check records its arithmetic intensity and the device's peak") << '\n';
       continue;
@@ -47,11 +61,38 @@ int list_labs(const Paths& paths) {
   for (const LabConfig& lab : discover_labs(paths)) {
     std::string stretch;
     for (const auto& t : stretch_todos(lab, listed_cases(paths, lab))) stretch += (stretch.empty() ? "" : ", ") + t;
-    std::cout << "  " << lab.number << "  " << lab.title << "\n      status  " << progress_line(progress, lab.number) << "\n      lesson  lessons/"
-              << lab.slug << ".md\n      lab     labs/" << lab.slug << "/  (" << lab.build.regions.size() << " TODOs"
-              << (stretch.empty() ? "" : "; " + stretch + " a stretch goal") << ")\n      grade   ./gpulab grade " << lab.number << "\n";
+    std::cout << "  " << lab.number << "  " << lab.title << "\n      status  " << progress_line(progress, lab.number, static_cast<int>(lab.parts.size()))
+              << "\n      lesson  lessons/" << lab.slug << ".md\n      lab     labs/" << lab.slug << "/  (" << lab.build.regions.size() << " TODOs"
+              << (stretch.empty() ? "" : "; " + stretch + " a stretch goal") << ")\n";
+    // A lab in parts: each part's files and TODOs, graded on its own.
+    for (std::size_t k = 0; k < lab.parts.size(); ++k) {
+      std::vector<std::pair<int, std::string>> ids;  // in TODO order (04.7 before 04.10), not file order
+      for (const RegionInfo& r : lab.build.regions) {
+        const auto& files = lab.parts[k].sources;
+        if (std::find(files.begin(), files.end(), fs::path(r.file).filename().string()) != files.end()) {
+          ids.emplace_back(std::stoi(r.id.substr(r.id.find('.') + 1)), r.id);
+        }
+      }
+      std::sort(ids.begin(), ids.end());
+      std::string todos;
+      for (const auto& [minor, id] : ids) todos += (todos.empty() ? "" : " ") + id;
+      std::cout << "      part " << k + 1 << "  " << lab.parts[k].title << (todos.empty() ? "" : " (TODO " + todos + ")") << ": ./gpulab grade "
+                << lab.number << " --part " << k + 1 << "\n";
+    }
+    std::cout << "      grade   ./gpulab grade " << lab.number << (lab.parts.empty() ? "" : "   (every part)") << "\n";
   }
-  std::cout << "  The labs not listed here are planned: curriculum.md has the whole path.\n";
+  // Labs the curriculum announces that have no lab.json yet: "## 10 — Tensor parallel (planned)".
+  const fs::path curriculum = paths.root / "curriculum.md";
+  std::string planned;
+  if (fs::exists(curriculum)) {
+    static const std::regex heading(R"(^## (\d\d) — (.*) \(planned\)\s*$)");
+    std::istringstream in(read_text(curriculum));
+    std::smatch m;
+    for (std::string line; std::getline(in, line);) {
+      if (std::regex_match(line, m, heading)) planned += "      " + m[1].str() + "  " + m[2].str() + "\n";
+    }
+  }
+  if (!planned.empty()) std::cout << "  Planned (in curriculum.md, not yet here):\n" << planned;
   return 0;
 }
 
@@ -84,7 +125,11 @@ int grade_and_record(const Paths& paths, const GradeOptions& options, bool plot)
   if (plot && !result.lab.empty()) write_charts(result.to_json(), paths.build / "grade" / result.lab.substr(0, 2));
   // Progress is the learner's own copy, graded whole (every case, every width).
   if (options.submission.empty() && !options.solutions && options.cases.empty() && options.ranks.empty() && !result.lab.empty()) {
-    record_progress(paths, result, result.lab.substr(0, 2));
+    const std::optional<LabConfig> lab = find_lab(paths, result.lab);
+    record_progress(paths, result, result.lab.substr(0, 2), options.part, lab ? static_cast<int>(lab->parts.size()) : 0);
+  } else if (!result.lab.empty() && !options.solutions && options.submission.empty()) {
+    std::cout << "  partial grade (" << (options.cases.empty() ? "--ranks" : options.ranks.empty() ? "--case" : "--case and --ranks")
+              << "): not recorded in your progress; ./gpulab grade " << result.lab.substr(0, 2) << " grades it whole\n";
   }
   return result.exit_code;
 }

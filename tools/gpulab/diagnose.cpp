@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "process.hpp"
+#include "symbols.hpp"
 
 namespace gpulab::cli {
 
@@ -49,7 +50,8 @@ std::vector<KernelResources> kernel_resources(const fs::path& build, const fs::p
     nlohmann::json cache = fs::exists(cache_file) ? nlohmann::json::parse(read_text(cache_file), nullptr, false)
                                                   : nlohmann::json::object();
     if (!cache.is_object()) cache = nlohmann::json::object();
-    const std::string key = content_hash(read_text(source) + "\n" + command);
+    // "names 2": kernels' names kept whole in anonymous namespaces (earlier caches cut them at the '(').
+    const std::string key = content_hash("names 2\n" + read_text(source) + "\n" + command);
     if (cache.contains(key)) {
       std::vector<KernelResources> kernels;
       for (const auto& k : cache[key]) {
@@ -85,7 +87,7 @@ std::vector<KernelResources> kernel_resources(const fs::path& build, const fs::p
     for (auto& k : kernels) {
       std::string demangled;
       if (names.exited(0) && std::getline(lines, demangled) && !demangled.empty()) k.name = demangled;
-      if (const std::size_t paren = k.name.find('('); paren != std::string::npos) k.name.resize(paren);
+      k.name = qualified_name(k.name);  // no return type, no parameters; "(anonymous namespace)" kept
     }
     nlohmann::json stored = nlohmann::json::array();
     for (const auto& k : kernels) {
@@ -99,6 +101,23 @@ std::vector<KernelResources> kernel_resources(const fs::path& build, const fs::p
   error = source.string() + " is not in compile_commands.json";
   return {};
 }
+
+namespace {
+
+/// "lab06::(anonymous namespace)::scale<lab06::Half>" → "scale<lab06::Half>": the last name at
+/// template depth 0.
+std::string unqualified(const std::string& name) {
+  int depth = 0;
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i + 1 < name.size(); ++i) {
+    if (name[i] == '<') ++depth;
+    if (name[i] == '>') --depth;
+    if (depth == 0 && name[i] == ':' && name[i + 1] == ':') begin = i + 2;
+  }
+  return name.substr(begin);
+}
+
+}  // namespace
 
 void describe_resources(const std::vector<KernelResources>& mine, const std::vector<KernelResources>& reference,
                         std::vector<std::string>& lines, std::vector<std::string>& hints) {
@@ -114,7 +133,7 @@ void describe_resources(const std::vector<KernelResources>& mine, const std::vec
     for (const auto& r : reference) {
       if (r.name == k.name && r.arch == k.arch) ref = &r;
     }
-    const std::string short_name = k.name.substr(k.name.rfind("::") == std::string::npos ? 0 : k.name.rfind("::") + 2);
+    const std::string short_name = unqualified(k.name);
     lines.push_back(short_name + " (" + k.arch + "): " + summary(k) + (ref ? "   [reference: " + summary(*ref) + "]" : ""));
     const int local = std::max(k.spill_store_bytes, k.stack_bytes);
     const int ref_local = ref ? std::max(ref->spill_store_bytes, ref->stack_bytes) : 0;

@@ -2,6 +2,9 @@
 /// @brief Machine check: toolchain, GPU, libraries, with the command that fixes each gap.
 #include "doctor.hpp"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
 #include <regex>
 #include <sstream>
@@ -37,6 +40,32 @@ std::string cache_value(const Paths& paths, const std::string& key) {
   return "";
 }
 
+/// The full path of @p command on PATH, or "".
+std::string on_path(const std::string& command) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const fs::path candidate = fs::path(dir.empty() ? "." : dir) / command;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  return "";
+}
+
+/// "2.28.3 (/usr/include/nccl.h)" from the header's NCCL_MAJOR/MINOR/PATCH, or "" without one.
+std::string nccl_found() {
+  for (const char* header : {"/usr/include/nccl.h", "/usr/local/cuda/include/nccl.h"}) {
+    if (!fs::exists(header)) continue;
+    const std::string text = read_text(header);
+    std::smatch ma, mi, pa;
+    if (std::regex_search(text, ma, std::regex(R"(#define NCCL_MAJOR (\d+))")) && std::regex_search(text, mi, std::regex(R"(#define NCCL_MINOR (\d+))")) &&
+        std::regex_search(text, pa, std::regex(R"(#define NCCL_PATCH (\d+))"))) {
+      return ma[1].str() + "." + mi[1].str() + "." + pa[1].str() + " (" + header + ")";
+    }
+    return std::string(header);
+  }
+  return "";
+}
+
 struct Item {
   std::string what, status, detail, fix;
   int severity;  // 0 ok, 2 limits the course (GPU parts, later labs, docs), 1 breaks the build
@@ -61,13 +90,15 @@ std::vector<Item> listed_packages(const Paths& paths) {
       for (const fs::path& where : {fs::path("/usr/include") / header, paths.root / ".deps/include" / header}) {
         if (!ok && fs::exists(where)) {
           ok = true;
-          detail = where.parent_path().string();
+          detail = where.string();
         }
       }
+      if (!ok) detail = "no " + header + " in /usr/include or " + (paths.root / ".deps/include").string();
     } else {
       const std::string command = check.substr(check.find(':') + 1);
       ok = probe({command, "--version"}, out) || probe({command, "-V"}, out);  // iproute2's ip knows only -V
-      detail = first_line(out);
+      const std::string where = on_path(command);
+      detail = ok ? first_line(out) + (where.empty() ? "" : " (" + where + ")") : where.empty() ? "no " + command + " on PATH" : where + " does not run";
     }
     const int severity = ok ? 0 : role == "build" ? 1 : 2;
     items.push_back({name, ok ? "ok" : "missing", detail, ok ? "" : "apt-get install " + package, severity});
@@ -117,12 +148,19 @@ int doctor(const Paths& paths, bool brief) {
                      "On a machine with an NVIDIA GPU (sm_75+) install its driver", 2});
   }
 
-  const bool nccl = fs::exists("/usr/include/nccl.h") || fs::exists("/usr/local/cuda/include/nccl.h");
-  items.push_back({"NCCL (labs 07-09, multi-GPU)", nccl ? "ok" : "missing", "", nccl ? "" : "apt-get install libnccl-dev (NVIDIA's repository)", nccl ? 0 : 2});
-  if (probe({"compute-sanitizer", "--version"}, out) || fs::exists("/usr/local/cuda/bin/compute-sanitizer")) {
-    items.push_back({"compute-sanitizer", "ok", "", "", 0});
+  const std::string nccl = nccl_found();
+  items.push_back({"NCCL (labs 07-09, multi-GPU)", nccl.empty() ? "missing" : "ok",
+                   nccl.empty() ? "no nccl.h in /usr/include or /usr/local/cuda/include" : "NCCL " + nccl,
+                   nccl.empty() ? "apt-get install libnccl-dev (NVIDIA's repository)" : "", nccl.empty() ? 2 : 0});
+  std::string sanitizer = on_path("compute-sanitizer");
+  if (sanitizer.empty() && fs::exists("/usr/local/cuda/bin/compute-sanitizer")) sanitizer = "/usr/local/cuda/bin/compute-sanitizer";
+  if (!sanitizer.empty() && probe({sanitizer, "--version"}, out)) {
+    std::smatch m;
+    const bool versioned = std::regex_search(out, m, std::regex(R"(Version ([0-9.]+))"));
+    items.push_back({"compute-sanitizer", "ok", (versioned ? m[1].str() + " " : std::string()) + "(" + sanitizer + ")", "", 0});
   } else {
-    items.push_back({"compute-sanitizer", "missing", "", "part of the full CUDA toolkit; needed only for race and memory checks", 2});
+    items.push_back({"compute-sanitizer", "missing", sanitizer.empty() ? "not on PATH nor in /usr/local/cuda/bin" : sanitizer + " does not run",
+                     "part of the full CUDA toolkit (the cuda-sanitizer package); needed only for grade --sanitize", 2});
   }
 
   int worst = 0;

@@ -13,6 +13,12 @@
 
 namespace gpulab::cli {
 
+std::string utf8_prefix(const std::string& text, std::size_t bytes) {
+  if (text.size() <= bytes) return text;
+  while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;  // text[bytes] continues a character
+  return text.substr(0, bytes);
+}
+
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path.string());

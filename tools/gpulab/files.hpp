@@ -10,6 +10,10 @@
 
 namespace gpulab::cli {
 
+/// The first @p bytes of @p text or fewer, never cutting a UTF-8 character in two (a cut one makes
+/// the scorecard's JSON invalid: nlohmann's dump throws on it).
+std::string utf8_prefix(const std::string& text, std::size_t bytes);
+
 namespace fs = std::filesystem;
 
 /// The whole file; throws std::runtime_error naming it when it cannot be read.

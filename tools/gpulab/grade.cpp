@@ -2,6 +2,8 @@
 /// @brief The grading pipeline: find the lab, choose the sources, run the stages (grade.hpp).
 #include "grade.hpp"
 
+#include "build.hpp"
+
 #include <cstdio>
 #include <unistd.h>
 
@@ -24,6 +26,9 @@ std::uint64_t fresh_seed() {
 /// Chooses the sources, prints the header, prepares the log folder; false when it cannot grade.
 bool prepare(GradeContext& ctx, GradeResult& result) {
   std::cout << "gpulab grade " << ctx.lab.number << " · " << ctx.lab.title << '\n';
+  if (const LabPart* part = ctx.lab.part(ctx.options.part)) {
+    std::cout << "  part     " << ctx.options.part << " of " << ctx.lab.parts.size() << ": " << part->title << '\n';
+  }
   const BuildInfo& b = ctx.lab.build;
   if (!b.configured) {
     std::cout << "  the build tree " << ctx.paths.build << " is not configured: run ./gpulab (it configures)\n";
@@ -104,8 +109,18 @@ Check cluster_check(GradeContext& ctx) {
   c.where = Where::kCpu;
   c.status = Status::kInfo;
   const fs::path pingpong = ctx.paths.build / "bin" / "gpulab-pingpong";
-  if (plan.nodes < 2 || !fs::exists(pingpong)) {
-    c.details.push_back(plan.nodes < 2 ? "one node: no link to measure" : "gpulab-pingpong is not built (it needs MPI)");
+  if (plan.nodes < 2) {
+    c.details.push_back("one node: no link to measure");
+    return c;
+  }
+  // Built on demand (./gpulab builds only the CLI); the build is incremental, so this costs a
+  // moment once. Without MPI the target does not exist and the build says so.
+  const BuildResult built = build_targets(ctx.paths, {"gpulab-pingpong"});
+  if (!built.ok || !fs::exists(pingpong)) {
+    // Ninja says "unknown target", Make "No rule to make target": the target exists only with MPI.
+    const bool no_target = built.output.find("unknown target") != std::string::npos || built.output.find("No rule to make target") != std::string::npos;
+    c.details.push_back("gpulab-pingpong could not be built" +
+                        std::string(no_target ? ": this build found no MPI (./gpulab doctor)" : ": " + utf8_prefix(built.diagnostics, 300)));
     return c;
   }
   ProcessOptions o;
@@ -156,11 +171,20 @@ nlohmann::json GradeResult::to_json() const {
 
 GradeResult grade(const Paths& paths, const GradeOptions& options) {
   GradeResult result{1, "", "", 0, Scorecard(options.quiet), ""};
+  result.card.set_verbose(options.verbose);
   const std::optional<LabConfig> lab = find_lab(paths, options.lab);
   if (!lab) {
     std::cout << "gpulab grade: no lab \"" << options.lab << "\". Labs:";
     for (const LabConfig& l : discover_labs(paths)) std::cout << " " << l.number;
     std::cout << "\n";
+    return result;
+  }
+  if (options.part != 0 && lab->part(options.part) == nullptr) {
+    std::cout << "gpulab grade " << lab->number << " --part " << options.part << ": "
+              << (lab->parts.empty() ? "lab " + lab->number + " is graded whole (it has no parts)"
+                                     : "lab " + lab->number + " has parts 1 to " + std::to_string(lab->parts.size()))
+              << "\n";
+    result.exit_code = 2;
     return result;
   }
   if (!options.faults.empty() && options.nodes == 0) {

@@ -38,8 +38,10 @@ struct GradeOptions {
   int max_rounds = 10;             ///< and at most this many (more while noisy or near the threshold)
   double perf_time_cap_s = 120.0;  ///< per performance check
   bool quiet = false;              ///< print only failures and the result line
+  bool verbose = false;            ///< also print the facts every case checked that held, with their figures
   double timeout_s = 0;            ///< per test case; 0 = the lab's own limit
   std::vector<std::string> cases;  ///< run only these test cases (exact names); empty = all
+  int part = 0;                    ///< a lab in parts: grade only part k (from 1); 0 = the whole lab
   std::vector<int> ranks;          ///< distributed labs: these widths W; empty = the lab's list
   bool sanitize = false;           ///< also run the [gpu] cases, made small, under compute-sanitizer
   bool profile = false;            ///< also run the lab's profiled cases under Nsight Compute (profile.hpp)

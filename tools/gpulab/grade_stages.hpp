@@ -80,6 +80,10 @@ bool untampered(GradeContext& ctx, Scorecard& card);
 /// The learner's objects against the symbol rules (symbols.hpp), measured against @p reference;
 /// adds the check "your code stays in labNN::".
 void check_symbols(GradeContext& ctx, Scorecard& card, const Variant& learner, const Variant& reference);
+/// The symbol rules (symbols.hpp) broken by @p learner's objects, judged against @p reference's
+/// build, one scorecard line each ("calls exit: ..."); empty when it keeps them. @p source_dir
+/// holds the objects' sources (their .cu files tell nvcc's stubs from the learner's calls).
+std::set<std::string> symbol_problems(const std::string& lab_number, const Variant& learner, const Variant& reference, const fs::path& source_dir);
 
 // --- the decisions, pure -------------------------------------------------------------------
 

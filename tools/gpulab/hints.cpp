@@ -10,7 +10,13 @@
 
 namespace gpulab::cli {
 
-int hint(const Paths& paths, const std::string& lab_name, const std::string& todo, int level, bool reset) {
+int hint(const Paths& paths, const std::string& lab_arg, const std::string& todo_arg, int level, bool reset) {
+  // Both `hint 06 2` and `hint 06.2` (the TODO's own name, as the lessons and the skeletons write it).
+  std::string lab_name = lab_arg, todo = todo_arg;
+  if (const std::size_t dot = lab_arg.find('.'); dot != std::string::npos && todo.empty()) {
+    lab_name = lab_arg.substr(0, dot);
+    todo = lab_arg.substr(dot + 1);
+  }
   const auto lab = find_lab(paths, lab_name);
   if (!lab) {
     std::cout << "gpulab hint: no lab \"" << lab_name << "\"\n";
@@ -26,8 +32,11 @@ int hint(const Paths& paths, const std::string& lab_name, const std::string& tod
   std::sort(regions.begin(), regions.end(), [&](const Region& a, const Region& b) { return minor(a) < minor(b); });
   auto ladder_of = [&](const Region& r) {
     const auto it = lab->todo_hints.find(r.id);
-    std::vector<std::string> steps = it == lab->todo_hints.end() ? std::vector<std::string>{} : it->second;
-    steps.push_back("Read lessons/" + lab->slug + ".md, section \"TODO(" + r.id + ")\": it says what to write and why.");
+    // The lesson poses the problem first; the lab's rungs then go from a nudge to the whole recipe.
+    std::vector<std::string> steps = {"Read lessons/" + lab->slug + ".md, section \"TODO(" + r.id +
+                                      ")\": what this TODO must achieve and why; the contract is in the header beside the tests (tests/" +
+                                      lab->slug + "/)."};
+    if (it != lab->todo_hints.end()) steps.insert(steps.end(), it->second.begin(), it->second.end());
     return steps;
   };
   if (todo.empty()) {

@@ -75,6 +75,11 @@ void check_against_tree(LabConfig& lab, const std::string& where) {
   for (const auto& [id, steps] : lab.todo_hints) {
     if (!ids.count(id)) throw ConfigError(where + ": todo_hints names TODO(" + id + "), which no source has");
   }
+  for (const LabPart& part : lab.parts) {
+    for (const std::string& f : part.tests) {
+      if (!fs::is_regular_file(lab.tests / f)) throw ConfigError(where + ": part \"" + part.title + "\" names test file \"" + f + "\", which tests/" + lab.slug + "/ does not have");
+    }
+  }
 }
 
 }  // namespace
@@ -88,7 +93,7 @@ LabConfig parse_lab_json(const std::string& text, const std::string& where) {
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) throw ConfigError(where + ": not valid JSON");
   only_keys(j, {"title", "sources", "timeout_s", "mpi_ranks", "perf_ranks", "forbidden_symbols", "performance", "profile", "hints",
-                "todo_hints"},
+                "todo_hints", "parts"},
             where);
   LabConfig lab;
   lab.title = get<std::string>(j, "title", "", where);
@@ -136,6 +141,27 @@ LabConfig parse_lab_json(const std::string& text, const std::string& where) {
   const json todo_hints = get<json>(j, "todo_hints", json::object(), where);
   if (!todo_hints.is_object()) throw ConfigError(where + ": \"todo_hints\" must be an object");
   for (const auto& [id, steps] : todo_hints.items()) lab.todo_hints[id] = get<std::vector<std::string>>(todo_hints, id, {}, where + " todo_hints");
+  const json parts = get<json>(j, "parts", json::array(), where);
+  if (!parts.is_array()) throw ConfigError(where + ": \"parts\" must be a list");
+  std::map<std::string, int> source_part, test_part;
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    const std::string w = where + " parts[" + std::to_string(k + 1) + "]";
+    only_keys(parts[k], {"title", "sources", "tests"}, w);
+    LabPart part{get<std::string>(parts[k], "title", "", w), get<std::vector<std::string>>(parts[k], "sources", {}, w),
+                 get<std::vector<std::string>>(parts[k], "tests", {}, w)};
+    if (part.title.empty() || part.sources.empty() || part.tests.empty()) throw ConfigError(w + ": each part needs a \"title\", \"sources\" and \"tests\"");
+    for (const std::string& f : part.sources) {
+      if (std::find(lab.sources.begin(), lab.sources.end(), f) == lab.sources.end()) throw ConfigError(w + ": source \"" + f + "\" is not in \"sources\"");
+      if (!source_part.emplace(f, static_cast<int>(k)).second) throw ConfigError(w + ": source \"" + f + "\" is in two parts");
+    }
+    for (const std::string& f : part.tests) {
+      if (!test_part.emplace(f, static_cast<int>(k)).second) throw ConfigError(w + ": test file \"" + f + "\" is in two parts");
+    }
+    lab.parts.push_back(part);
+  }
+  for (const std::string& f : lab.sources) {
+    if (!lab.parts.empty() && !source_part.count(f)) throw ConfigError(where + ": \"parts\" leave source \"" + f + "\" out");
+  }
   return lab;
 }
 
@@ -210,11 +236,20 @@ std::vector<CaseInfo> parse_case_list(const std::string& listing) {
   for (std::string line; std::getline(in, line);) {
     std::istringstream fields(line);
     CaseInfo c;
-    if (std::getline(fields, c.where, '\t') && std::getline(fields, c.name, '\t') && std::getline(fields, c.tags)) {
+    if (std::getline(fields, c.where, '\t') && std::getline(fields, c.name, '\t') && std::getline(fields, c.tags, '\t')) {
+      std::getline(fields, c.file);  // absent in listings of older builds
       if (c.where == "cpu" || c.where == "gpu") cases.push_back(c);
     }
   }
   return cases;
+}
+
+int part_of(const LabConfig& lab, const CaseInfo& c) {
+  for (std::size_t k = 0; k < lab.parts.size(); ++k) {
+    const auto& tests = lab.parts[k].tests;
+    if (std::find(tests.begin(), tests.end(), c.file) != tests.end()) return static_cast<int>(k) + 1;
+  }
+  return 0;
 }
 
 std::vector<std::string> stretch_todos(const LabConfig& lab, const std::vector<CaseInfo>& cases) {

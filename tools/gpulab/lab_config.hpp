@@ -17,6 +17,9 @@
 ///                      hint}}: keyed by the metric a [perf] case records
 ///     hints            {timeout, crash}: the scorecard's hint for a hang and for a crash
 ///     todo_hints       {NN.k: [hint, ...]}: `gpulab hint`'s ladder per TODO
+///     parts            [{title, sources, tests}]: a lab a learner finishes and is graded on in
+///                      parts (`grade NN --part k`): each part's own learner files (together, every
+///                      source once) and the test files whose cases grade it
 ///
 /// An unknown key, a wrong type or a TODO id with no region is a ConfigError naming the file and
 /// the key. The lesson is derived from the slug (lessons/NN-slug.md), stretch goals from the
@@ -66,6 +69,13 @@ struct ForbiddenSymbols {
   std::string why;                      ///< the scorecard's hint
 };
 
+/// A part of a lab (lab.json "parts"): what a learner can finish and be graded on alone.
+struct LabPart {
+  std::string title;
+  std::vector<std::string> sources;  ///< its learner files (the parts partition the lab's sources)
+  std::vector<std::string> tests;    ///< the files in tests/NN-slug/ whose cases grade it
+};
+
 /// One executable the build makes for a lab.
 struct Variant {
   std::string target;                    ///< CMake target of the executable
@@ -109,9 +119,12 @@ struct LabConfig {
   std::vector<ProfileSpec> profile;
   std::string timeout_hint, crash_hint;
   std::map<std::string, std::vector<std::string>> todo_hints;
+  std::vector<LabPart> parts;  ///< empty: the lab is graded whole
   BuildInfo build;
 
   bool distributed() const { return !mpi_ranks.empty(); }
+  /// Part k (from 1) of this lab, or nullptr.
+  const LabPart* part(int k) const { return k >= 1 && k <= static_cast<int>(parts.size()) ? &parts[static_cast<std::size_t>(k - 1)] : nullptr; }
 };
 
 /// Parses lab.json text (@p where names it in errors). Checks keys and types, not the tree.
@@ -130,14 +143,17 @@ struct CaseInfo {
   std::string where;  ///< cpu or gpu
   std::string name;
   std::string tags;   ///< "[gpu][perf][03.2]"
+  std::string file;   ///< the test file that defines it ("test_gemm.cpp"), where the listing says
   bool has_tag(const std::string& tag) const { return tags.find("[" + tag + "]") != std::string::npos; }
   bool perf() const { return has_tag("perf"); }
   bool stretch() const { return has_tag("stretch"); }
   /// The TODO ids among the tags ("03.2"), for the lab @p number.
   std::vector<std::string> todos(const std::string& number) const;
 };
-/// Parses `--gpulab-list` output: one case per line, "kind<TAB>name<TAB>tags".
+/// Parses `--gpulab-list` output: one case per line, "kind<TAB>name<TAB>tags[<TAB>file]".
 std::vector<CaseInfo> parse_case_list(const std::string& listing);
+/// The part (from 1) of @p lab whose test files hold @p c; 0 when the lab has no parts or none does.
+int part_of(const LabConfig& lab, const CaseInfo& c);
 /// The TODOs whose every case is a [stretch] case: stretch goals, shown and never counted.
 std::vector<std::string> stretch_todos(const LabConfig& lab, const std::vector<CaseInfo>& cases);
 

@@ -25,7 +25,9 @@ void grade_flags(CLI::App* cmd, cli::GradeOptions& o) {
                   ->check(CLI::ExistingDirectory);
   cmd->add_flag("--solutions", o.solutions, "grade the reference solution (instructors)")->excludes(sub);
   cmd->add_option("--case", o.cases, "run only this test case (repeatable; exact name)");
+  cmd->add_option("--part", o.part, "a lab in parts (04): grade only this part (./gpulab list shows them)")->check(CLI::Range(1, 9));
   cmd->add_flag("--quiet", o.quiet, "print only failures and the result");
+  cmd->add_flag("--verbose", o.verbose, "also print what every check found when it held (the figures behind a PASS)");
 }
 
 Command grade_command(CLI::App& app, const cli::Paths& paths) {
@@ -90,7 +92,7 @@ Command hint_command(CLI::App& app, const cli::Paths& paths) {
   static std::string lab, todo;
   static int level = 0;
   static bool reset = false;
-  auto* cmd = app.add_subcommand("hint", "hints for a TODO, one at a time; the last one points at the lesson");
+  auto* cmd = app.add_subcommand("hint", "hints for a TODO (hint 06 2, or hint 06.2), one at a time: the lesson section first, the whole recipe last");
   cmd->add_option("lab", lab, "lab number")->required();
   cmd->add_option("todo", todo, "the TODO: 3 or 01.3 (none: list them)");
   cmd->add_option("--level", level, "show hints up to this one")->check(CLI::Range(1, 20));
@@ -105,6 +107,7 @@ Command watch_command(CLI::App& app, const cli::Paths& paths) {
   cmd->add_option("lab", o.lab, "lab number")->required();
   cmd->add_option("--submission", o.submission, "watch this folder instead of labs/NN-slug")->check(CLI::ExistingDirectory);
   cmd->add_option("--case", o.cases, "only this test case (repeatable)");
+  cmd->add_option("--part", o.part, "a lab in parts (04): only this part")->check(CLI::Range(1, 9));
   cmd->add_option("--max-runs", runs, "stop after this many grades (0: never)");
   cmd->add_flag("--quiet", o.quiet, "print only failures and the result");
   return {cmd, [&paths] { return cli::watch(paths, o, runs, 0.5); }};
@@ -191,7 +194,7 @@ int main(int argc, char** argv) {
     }
   } catch (const cli::Interrupted& e) {
     std::cerr << "\ngpulab: " << e.what() << ": everything it started was stopped\n";
-    return 130;
+    return 128 + e.signal;  // 130 for Ctrl-C, 141 for a closed pipe, as the shell reports a death by that signal
   } catch (const std::exception& e) {
     std::cerr << "gpulab: " << e.what() << '\n';
     return 1;

@@ -58,7 +58,22 @@ std::string timeline_svg(const nlohmann::json& scorecard) {
     }
   }
   if (end <= 0.0 || lanes == 0) return "";
-  const double left = 70, width = 640, band = 46, top = 76, title = 22;
+  // The legend names only what this timeline holds (lab 08 has all-reduces, lab 09 receives).
+  bool any_reduce = false, any_wait = false, any_micro = false;
+  for (const auto& panel : panels) {
+    for (const auto& lane : panel["ranks"]) {
+      for (const auto& i : lane) {
+        const std::string what = i.value("what", std::string());
+        any_wait = any_wait || what == "recv wait";
+        any_reduce = any_reduce || (what != "recv wait" && what != "forward" && what != "backward");
+        any_micro = any_micro || i.contains("micro");
+      }
+    }
+  }
+  std::string communication;
+  if (any_reduce) communication = "orange, an all-reduce";
+  if (any_wait) communication += std::string(communication.empty() ? "" : "; ") + "grey, a receive waited for";
+  const double left = 70, width = 640, band = 46, top = communication.empty() ? 60 : 76, title = 22;
   const double height = top + band * static_cast<double>(lanes) + title * static_cast<double>(panels.size()) + 40;
   auto x_of = [&](double ms) { return left + width * ms / end; };
   std::ostringstream svg;
@@ -67,12 +82,17 @@ std::string timeline_svg(const nlohmann::json& scorecard) {
       << R"(<rect width="100%" height="100%" fill="white"/>)" << '\n'
       << R"(<text x="16" y="22" font-size="16" font-weight="bold">)"
       << escape("gpulab — lab " + scorecard.value("lab", std::string("?")) + ": one step, " + whose) << "</text>\n"
-      << R"(<text x="16" y="40" fill="#555">)" << escape("per rank: forward (light) and backward (dark) above; white: idle") << "</text>\n"
-      << R"(<text x="16" y="56" fill="#555">)" << escape("communication below: orange, an all-reduce; grey, a receive waited for") << "</text>\n";
-  for (double ms = 0; ms <= end; ms += std::max(0.1, end / 8)) {
+      << R"(<text x="16" y="40" fill="#555">)"
+      << escape(std::string("per rank: forward (light) and backward (dark) above") + (any_micro ? ", numbered by micro-batch" : "") + "; white: idle")
+      << "</text>\n";
+  if (!communication.empty()) svg << R"(<text x="16" y="56" fill="#555">)" << escape("communication below: " + communication) << "</text>\n";
+  const double tick = std::max(0.1, end / 8);
+  for (double ms = 0; ms <= end + 1e-9; ms += tick) {
+    // The last label ends at the axis's end instead of running past the picture's edge.
+    const bool last = ms + tick > end + 1e-9;
     svg << R"(<line x1=")" << num(x_of(ms)) << R"(" y1=")" << num(top - 6) << R"(" x2=")" << num(x_of(ms)) << R"(" y2=")" << num(height - 30)
-        << R"(" stroke="#e5e5e5"/><text x=")" << num(x_of(ms)) << R"(" y=")" << num(height - 16) << R"(" text-anchor="middle" fill="#777">)"
-        << num(ms, 2) << " ms</text>\n";
+        << R"(" stroke="#e5e5e5"/><text x=")" << num(x_of(ms)) << R"(" y=")" << num(height - 16) << R"(" text-anchor=")" << (last ? "end" : "middle")
+        << R"(" fill="#777">)" << num(ms, 2) << " ms</text>\n";
   }
   double y = top;
   for (const auto& panel : panels) {
@@ -90,9 +110,16 @@ std::string timeline_svg(const nlohmann::json& scorecard) {
         const double x0 = x_of(i.value("start_ms", 0.0)), x1 = std::max(x0 + 1.0, x_of(i.value("end_ms", 0.0)));
         const double row = compute ? y : y + band * 0.45;
         svg << R"(<rect x=")" << num(x0) << R"(" y=")" << num(row) << R"(" width=")" << num(x1 - x0) << R"(" height=")" << num(band * 0.38)
-            << R"(" fill=")" << colour_of(what) << R"(" stroke="white"><title>)" << escape(what) << "</title></rect>";
+            << R"(" fill=")" << colour_of(what) << R"(" stroke="white"><title>)" << escape(what + (i.contains("micro") ? " " + std::to_string(i.value("micro", 0)) : std::string())) << "</title></rect>";
         if (!compute && x1 - x0 > 7.0 * static_cast<double>(what.size())) {
           svg << R"(<text x=")" << num(x0 + 3) << R"(" y=")" << num(row + band * 0.28) << R"(" fill="white">)" << escape(what) << "</text>";
+        }
+        if (compute && i.contains("micro")) {
+          const std::string label = std::to_string(i.value("micro", 0));
+          if (x1 - x0 > 7.0 * static_cast<double>(label.size()) + 2) {
+            svg << R"(<text x=")" << num((x0 + x1) / 2) << R"(" y=")" << num(row + band * 0.28) << R"(" text-anchor="middle" fill=")"
+                << (what == "forward" ? "#102a43" : "white") << R"(">)" << label << "</text>";
+          }
         }
         svg << '\n';
       }

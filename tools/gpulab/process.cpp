@@ -26,7 +26,11 @@ using Clock = std::chrono::steady_clock;
 /// The signal that asked the grader to stop, 0 if none (set by the handler, read by the loop).
 volatile std::sig_atomic_t g_interrupt = 0;
 
-extern "C" void on_interrupt(int signal) { g_interrupt = signal; }
+/// The first signal is the reason: Ctrl-C on `gpulab grade | tee log` stops tee too, and the next
+/// write then raises SIGPIPE, which must not hide the SIGINT (or kill the grader before it cleans up).
+extern "C" void on_interrupt(int signal) {
+  if (g_interrupt == 0) g_interrupt = signal;
+}
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -86,14 +90,19 @@ void kill_all_descendants() {
 }
 }  // namespace
 
-Interrupted::Interrupted(int s) : std::runtime_error(std::string("interrupted by ") + strsignal(s)), signal(s) {}
+Interrupted::Interrupted(int s)
+    : std::runtime_error(s == SIGPIPE ? std::string("stopped: the program reading gpulab's output (a pipe: tee, head, less) has ended")
+                                      : std::string("interrupted by ") + strsignal(s)),
+      signal(s) {}
 
 void install_interrupt_handlers() {
   struct sigaction action {};
   action.sa_handler = on_interrupt;
   sigemptyset(&action.sa_mask);
   action.sa_flags = 0;  // no SA_RESTART: poll() returns at once
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &action, nullptr);
+  // SIGPIPE too: by default it kills the grader on its next write to a closed pipe, silently
+  // (exit 141) and before it has stopped what it started.
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(s, &action, nullptr);
 }
 
 void throw_if_interrupted() {

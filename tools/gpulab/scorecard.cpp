@@ -93,6 +93,9 @@ void Scorecard::print(const Check& c) const {
                 c.seconds);
   *out_ << head << '\n';
   for (const std::string& d : c.details) *out_ << "        " << d << '\n';
+  if (verbose_ && c.data.contains("facts")) {
+    for (const auto& f : c.data["facts"]) *out_ << "        " << paint("held: ", "32", colour) << f.get<std::string>() << '\n';
+  }
   for (const std::string& h : c.hints) *out_ << "        " << paint("hint: ", "36", colour) << h << '\n';
   out_->flush();
 }

@@ -62,6 +62,10 @@ class Scorecard {
   /// @p quiet: print only failures and performance figures (selftest's plants).
   explicit Scorecard(bool quiet = false, std::ostream* out = nullptr);
 
+  /// Also print, under each check, every fact its case checked that held, with its figures
+  /// (`grade --verbose`): the numbers a lesson's predict-then-measure asks about.
+  void set_verbose(bool verbose) { verbose_ = verbose; }
+
   /// Stores @p check and prints it.
   void add(Check check);
   /// Stores @p check without printing (shown in the JSON only).
@@ -79,6 +83,7 @@ class Scorecard {
  private:
   void print(const Check& check) const;
   bool quiet_;
+  bool verbose_ = false;
   std::ostream* out_;
   std::vector<Check> checks_;
 };

@@ -13,6 +13,7 @@
 
 #include "build.hpp"
 #include "grade.hpp"
+#include "grade_stages.hpp"
 #include "junit.hpp"
 #include "lab_config.hpp"
 #include "mpi.hpp"
@@ -93,6 +94,15 @@ void grade_reference(const Paths& paths, const LabConfig& lab, Table& table) {
   }
   const Counts n = r.card.counts();
   std::string detail = std::to_string(n.passed) + " passed" + (n.emulated_ok > 0 ? ", " + std::to_string(n.emulated_ok) + " ok on the emulator" : "");
+  // What failed, by name and first detail: the row is all a CI log may show of it.
+  std::string failed;
+  int failures = 0;
+  for (const Check& c : r.checks()) {
+    if (c.status != Status::kFail && c.status != Status::kEmuFail) continue;
+    const std::string why = c.details.empty() ? "" : utf8_prefix(c.details.front(), 240);
+    if (++failures <= 3) failed += (failed.empty() ? "" : "; ") + c.name + (why.empty() ? "" : " (" + why + ")");
+  }
+  if (failures > 0) detail = std::to_string(failures) + " failed: " + failed + (failures > 3 ? "; …" : "") + "; " + detail;
   for (const auto& why : reasons) detail += "; N/A: " + why;
   table.add("lab " + lab.number + " reference graded", r.exit_code == 0 || r.exit_code == 2 ? "pass" : "fail",
             "exit " + std::to_string(r.exit_code) + ": " + detail);
@@ -178,6 +188,34 @@ void check_plant(const Paths& paths, const LabConfig& lab, const Plant& plant, b
                                                                : "caught: " + expect.failed + where);
 }
 
+/// The grade's symbol stage on the skeleton and on every mutant (and their emulator builds): code
+/// the learner has not touched, or the reference with one region stubbed, must keep the rules —
+/// the rules judge the learner's code, not what the compiler emits around it.
+void check_variants_keep_symbol_rules(const Paths& paths, const LabConfig& lab, Table& table) {
+  const BuildInfo& b = lab.build;
+  std::vector<std::pair<std::string, const Variant*>> native, emulated;
+  native.emplace_back("skeleton", b.variant("skeleton"));
+  emulated.emplace_back("skeleton (emulator build)", b.variant("emu_skeleton"));
+  for (const auto& [id, v] : b.mutants) native.emplace_back("mutant " + id, &v);
+  for (const auto& [id, v] : b.emu_mutants) emulated.emplace_back("mutant " + id + " (emulator build)", &v);
+  std::string first;
+  int judged = 0;
+  for (const auto& [variants, reference] : {std::pair{&native, b.variant("ref")}, std::pair{&emulated, b.variant("emu_ref")}}) {
+    if (reference == nullptr) continue;
+    for (const auto& [what, v] : *variants) {
+      if (v == nullptr) continue;
+      for (const std::string& obj : v->objects) {
+        if (!fs::exists(obj) && first.empty()) first = what + ": " + obj + " was not built (selftest without --no-build builds it)";
+      }
+      ++judged;
+      const std::set<std::string> problems = symbol_problems(lab.number, *v, *reference, paths.build / "variants" / v->target);
+      if (!problems.empty() && first.empty()) first = what + ": your code " + *problems.begin();
+    }
+  }
+  table.add("lab " + lab.number + " skeleton and mutants keep the symbol rules", first.empty() ? "pass" : "fail",
+            first.empty() ? std::to_string(judged) + " builds judged as a submission would be" : first);
+}
+
 void check_lab(const Paths& paths, const LabConfig& lab, const SelftestOptions& options, bool gpu, Table& table) {
   const auto gaps = lesson_gaps(lab);
   table.add("lab " + lab.number + " lesson has a section per TODO", gaps.empty() ? "pass" : "fail", gaps.empty() ? "" : gaps.front());
@@ -192,6 +230,7 @@ void check_lab(const Paths& paths, const LabConfig& lab, const SelftestOptions& 
     return;
   }
   check_variants_fail(paths, lab, gpu, table);
+  check_variants_keep_symbol_rules(paths, lab, table);
   grade_reference(paths, lab, table);
   for (const Plant& plant : plants) {
     if (options.gpu_plants_only && !plant.needs_gpu) {

@@ -24,6 +24,19 @@ bool list_cases(GradeContext& ctx, Scorecard& card) {
     card.add(Check::failure("list test cases", Kind::kBuild, listed.exited(0) ? "no test cases" : listed.describe() + ": " + listed.output));
     return false;
   }
+  if (ctx.options.part > 0) {
+    // A part's cases: those its test files define (lab.json "parts").
+    std::vector<CaseInfo> in_part;
+    for (const CaseInfo& c : ctx.cases) {
+      if (part_of(ctx.lab, c) == ctx.options.part) in_part.push_back(c);
+    }
+    if (in_part.empty()) {
+      card.add(Check::failure("--part " + std::to_string(ctx.options.part), Kind::kBuild,
+                              "no test case of lab " + ctx.lab.number + " is in this part (the listing names no test file: rebuild with ./gpulab)"));
+      return false;
+    }
+    ctx.cases = in_part;
+  }
   if (ctx.options.cases.empty()) return true;
   std::vector<CaseInfo> chosen;
   for (const std::string& name : ctx.options.cases) {
@@ -125,6 +138,7 @@ bool stage_correctness(GradeContext& ctx, Scorecard& card) {
     if (!ctx.gpu_missing.empty() && emulable(c) && ctx.lab.build.emulated()) {
       Check check = emulated(ctx, c);
       mark_stretch(c, check);
+      if (!ctx.lab.parts.empty()) check.data["part"] = part_of(ctx.lab, c);
       card.add(check);
       if (!untampered(ctx, card)) return false;
       continue;
@@ -138,6 +152,7 @@ bool stage_correctness(GradeContext& ctx, Scorecard& card) {
       if (w > 0 && check.data.value("hung", false)) ctx.hung_widths.insert(w);
       if (w > 0) check.name += " (W=" + std::to_string(w) + ")";
       mark_stretch(c, check);
+      if (!ctx.lab.parts.empty()) check.data["part"] = part_of(ctx.lab, c);
       card.add(check);
       if (!untampered(ctx, card)) return false;
     }

@@ -261,17 +261,21 @@ bool stage_performance(GradeContext& ctx, Scorecard& card) {
   for (const CaseInfo& c : ctx.cases) {
     if (!c.perf()) continue;
     if (c.where == "gpu" && !ctx.gpu_missing.empty()) {
-      card.add(not_run_check(c.name, ctx.gpu_missing));
+      Check skipped = not_run_check(c.name, ctx.gpu_missing);
+      if (!ctx.lab.parts.empty()) skipped.data["part"] = part_of(ctx.lab, c);
+      card.add(skipped);
       continue;
     }
     if (ctx.hung_widths.count(ctx.perf_width())) {
       Check skipped = not_run_check(c.name + " (W=" + std::to_string(ctx.perf_width()) + ")", "");
       skipped.details = {"not run: an earlier case hung at W = " + std::to_string(ctx.perf_width())};
+      if (!ctx.lab.parts.empty()) skipped.data["part"] = part_of(ctx.lab, c);
       card.add(skipped);
       continue;
     }
     Check check = measure_case(ctx, c);
     if (!ctx.graded_is_reference()) mark_stretch(c, check);
+    if (!ctx.lab.parts.empty()) check.data["part"] = part_of(ctx.lab, c);
     card.add(check);
     if (!untampered(ctx, card)) return false;
   }

@@ -2,6 +2,8 @@
 /// @brief The learner's symbols, confined to its lab (see symbols.hpp).
 #include "symbols.hpp"
 
+#include <cctype>
+#include <regex>
 #include <sstream>
 
 namespace gpulab::cli {
@@ -9,8 +11,8 @@ namespace {
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
-/// The qualified name of a demangled symbol: without "typeinfo for" and the like, without a
-/// function's parameters and a template function's return type.
+}  // namespace
+
 std::string qualified_name(std::string name) {
   for (const char* prefix : {"typeinfo for ", "typeinfo name for ", "vtable for ", "VTT for ", "construction vtable for ",
                              "guard variable for ", "non-virtual thunk to ", "virtual thunk to ", "covariant return thunk to ",
@@ -18,9 +20,15 @@ std::string qualified_name(std::string name) {
     if (starts_with(name, prefix)) name = name.substr(std::string(prefix).size());
   }
   if (starts_with(name, "reference temporary #")) name = name.substr(name.find(" for ") == std::string::npos ? 0 : name.find(" for ") + 5);
+  // "(anonymous namespace)" is part of a name, not a parameter list.
+  static const std::string anonymous = "(anonymous namespace)";
   int depth = 0;
   std::size_t last_space = std::string::npos, end = name.size();
   for (std::size_t i = 0; i < name.size(); ++i) {
+    if (name.compare(i, anonymous.size(), anonymous) == 0) {
+      i += anonymous.size() - 1;
+      continue;
+    }
     const char c = name[i];
     if (c == '<') ++depth;
     if (c == '>') --depth;
@@ -33,6 +41,8 @@ std::string qualified_name(std::string name) {
   const std::size_t begin = last_space == std::string::npos || last_space > end ? 0 : last_space + 1;
   return name.substr(begin, end - begin);
 }
+
+namespace {
 
 bool in_lab(const std::string& name, const std::string& number) {
   const std::string ns = "lab" + number + "::";
@@ -107,6 +117,107 @@ std::string symbol_problem(const NmSymbol& s, const SymbolContext& context) {
   }
   return "defines " + short_name(s.name) + " outside " + ns + ": put it inside namespace lab" + context.lab_number +
          " (or make it static)";
+}
+
+std::vector<ObjectFunction> parse_objdump(const std::string& objdump_output) {
+  // "0000000000000510 <lab04::f(int)>:" starts a function; "     4f0:\tsub    $0x18,%rsp" is an
+  // instruction; "\t\t\t501: R_X86_64_PLT32\texit-0x4" a relocation inside the one before.
+  static const std::regex header(R"(^[0-9a-f]+ <(.+)>:$)"), instruction(R"(^\s+[0-9a-f]+:\t(.*)$)"),
+      relocation(R"(^\s+[0-9a-f]+: R_\S+\s+(.+)$)");
+  std::vector<ObjectFunction> functions;
+  std::istringstream in(objdump_output);
+  std::smatch m;
+  for (std::string line; std::getline(in, line);) {
+    if (std::regex_match(line, m, header)) {
+      functions.push_back({m[1].str(), 0, {}, false});
+    } else if (functions.empty()) {
+      continue;
+    } else if (std::regex_match(line, m, relocation)) {
+      std::string target = m[1].str();
+      // The addend: exit-0x4, .text+0x20, foo(int)+0x8 (the name itself may hold '-' or '+' only inside parentheses or brackets).
+      const std::size_t cut = target.find_last_of("+-");
+      if (cut != std::string::npos && cut > 0 && target.compare(cut + 1, 2, "0x") == 0) target.erase(cut);
+      functions.back().references.insert(target);
+    } else if (std::regex_match(line, m, instruction)) {
+      ++functions.back().instructions;
+      // The constant 1 on its way to exit: x86-64 "movl $0x1,0xc(%rsp)", AArch64 "mov w0, #0x1".
+      const std::string& text = m[1].str();
+      static const std::regex arm_one(R"(^mov\s+w\d+, #0x1\b.*)");
+      if ((text.rfind("mov", 0) == 0 && text.find("$0x1,") != std::string::npos && text.find('(') != std::string::npos) || std::regex_match(text, arm_one)) {
+        functions.back().stores_one = true;
+      }
+    }
+  }
+  return functions;
+}
+
+bool is_device_function_stub(const ObjectFunction& f) {
+  // gcc -O0 spills the parameters first (one instruction each, up to a handful), -O2 and -O3 need
+  // four or five instructions; 24 leaves room for either and for many parameters, not for code.
+  return f.stores_one && f.instructions <= 24 && f.references.size() == 1 && f.references.count("exit") == 1;
+}
+
+bool declared_device_only(const std::string& source, const std::string& name) {
+  if (name.empty()) return false;
+  for (std::size_t at = source.find(name); at != std::string::npos; at = source.find(name, at + 1)) {
+    const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    if (at > 0 && word(source[at - 1])) continue;
+    std::size_t after = at + name.size();
+    if (after < source.size() && word(source[after])) continue;
+    while (after < source.size() && std::isspace(static_cast<unsigned char>(source[after]))) ++after;
+    if (after >= source.size() || source[after] != '(') continue;
+    // The declaration's head: from the end of the previous statement, block or brace to the name.
+    const std::size_t start = source.find_last_of(";{}", at);
+    const std::string head = source.substr(start == std::string::npos ? 0 : start + 1, at - (start == std::string::npos ? 0 : start + 1));
+    if (head.find("__device__") != std::string::npos && head.find("__host__") == std::string::npos && head.find("__global__") == std::string::npos) return true;
+  }
+  return false;
+}
+
+std::set<std::string> data_references(const std::string& objdump_r_output) {
+  // "RELOCATION RECORDS FOR [.data.rel.ro.local]:" then "OFFSET TYPE VALUE" rows.
+  std::set<std::string> refs;
+  std::istringstream in(objdump_r_output);
+  bool code = true;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("RELOCATION RECORDS FOR [", 0) == 0) {
+      const std::string section = line.substr(24, line.find(']') - 24);
+      // Code, and what only describes code (unwind tables), may name exit; anything else is data.
+      code = section.rfind(".text", 0) == 0 || section == ".eh_frame" || section.rfind(".debug", 0) == 0 || section == ".gcc_except_table";
+      continue;
+    }
+    std::istringstream fields(line);
+    std::string offset, type, value;
+    if (code || !(fields >> offset >> type >> value) || type.rfind("R_", 0) != 0) continue;
+    const std::size_t cut = value.find_last_of("+-");
+    if (cut != std::string::npos && cut > 0 && value.compare(cut + 1, 2, "0x") == 0) value.erase(cut);
+    refs.insert(value);
+  }
+  return refs;
+}
+
+bool only_device_stubs_reference(const std::vector<ObjectFunction>& functions, const std::set<std::string>& data_refs,
+                                 const std::string& source, const std::string& symbol) {
+  if (data_refs.count(symbol)) return false;
+  bool any = false;
+  for (const ObjectFunction& f : functions) {
+    if (!f.references.count(symbol)) continue;
+    // "lab04::(anonymous namespace)::mma_warp_step<4>(...)" → "mma_warp_step"
+    std::string name = qualified_name(f.name);
+    int depth = 0;
+    std::size_t begin = 0, end = name.size();
+    for (std::size_t i = 0; i < name.size(); ++i) {
+      if (name[i] == '<' && depth++ == 0 && end == name.size()) end = i;
+      if (name[i] == '>') --depth;
+      if (depth == 0 && i + 1 < name.size() && name[i] == ':' && name[i + 1] == ':') {
+        begin = i + 2;
+        end = name.size();
+      }
+    }
+    if (!is_device_function_stub(f) || !declared_device_only(source, name.substr(begin, end - begin))) return false;
+    any = true;
+  }
+  return any;
 }
 
 }  // namespace gpulab::cli

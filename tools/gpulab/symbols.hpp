@@ -13,7 +13,11 @@
 /// defines strongly, and `main`, `Catch::`, `MPI_`/`PMPI_`, `ompi_`, `nccl`, `cuda`, `cu*`) fails,
 /// whatever its binding. So do calls to process control, the loader and the environment (exit,
 /// _exit, quick_exit, fork, exec*, system, popen, dlopen, dlsym, kill, ptrace, syscall, setenv,
-/// putenv, environ, ...) that the reference's objects do not make.
+/// putenv, environ, ...) that the reference's objects do not make — unless every reference to
+/// the call in the object is inside a host stub nvcc wrote for a `__device__` function (cudafe++
+/// gives each such function the host body `{ int volatile ___ = 1; ::exit(___); }`, so a skeleton
+/// with an empty `__device__` helper "calls exit" without a line of host code saying so). The
+/// rules judge the learner's code, not what the compiler emits around it.
 #pragma once
 
 #include <set>
@@ -30,6 +34,12 @@ struct NmSymbol {
   bool global() const { return type == 'u' || (type >= 'A' && type <= 'Z'); }
   bool weak() const { return type == 'W' || type == 'V' || type == 'u'; }
 };
+
+/// The qualified name of a demangled symbol: without "typeinfo for" and the like, without a
+/// function's parameters and a template function's return type; "(anonymous namespace)" kept
+/// ("void lab06::(anonymous namespace)::scale<float>(float*, int)" → "lab06::(anonymous
+/// namespace)::scale<float>").
+std::string qualified_name(std::string name);
 
 /// Parses `nm -C` output ("<address or spaces> <type> <name>").
 std::vector<NmSymbol> parse_nm(const std::string& nm_output);
@@ -48,5 +58,33 @@ std::string symbol_problem(const NmSymbol& s, const SymbolContext& context);
 
 /// The process-control, loader and environment calls the rules forbid (exit, fork, dlopen, ...).
 const std::set<std::string>& forbidden_calls();
+
+/// One function of an object's disassembly (`objdump -d -r -C --no-show-raw-insn`).
+struct ObjectFunction {
+  std::string name;                   ///< demangled
+  int instructions = 0;
+  std::set<std::string> references;   ///< the symbols its relocations name (exit, not exit-0x4)
+  bool stores_one = false;            ///< it moves the constant 1 into memory (movl $0x1, ...)
+};
+
+/// Parses objdump's disassembly with relocations into functions.
+std::vector<ObjectFunction> parse_objdump(const std::string& objdump_output);
+
+/// Whether @p f is shaped like nvcc's host stub of a `__device__` function: a few instructions
+/// that store 1 and pass it to exit, referencing nothing else (x86-64 and AArch64 alike).
+bool is_device_function_stub(const ObjectFunction& f);
+
+/// Whether @p source (a .cu file) declares a function named @p name `__device__` and not
+/// `__host__`: nvcc writes host stubs for those only.
+bool declared_device_only(const std::string& source, const std::string& name);
+
+/// The symbols referenced from sections that hold no code (`objdump -r`: .data, .data.rel.ro,
+/// ...): a function's address taken into a table is a reference no disassembly shows.
+std::set<std::string> data_references(const std::string& objdump_r_output);
+
+/// Whether every reference to @p symbol in an object is inside a host stub of a function that
+/// @p source declares `__device__` (and at least one is): then the call is the compiler's.
+bool only_device_stubs_reference(const std::vector<ObjectFunction>& functions, const std::set<std::string>& data_refs,
+                                 const std::string& source, const std::string& symbol);
 
 }  // namespace gpulab::cli

@@ -106,9 +106,15 @@ std::vector<std::string> lesson_gaps(const LabConfig& lab) {
   for (const std::string& file : lab.sources) {
     const fs::path source = lab.solutions / file;
     for (const Region& r : parse_regions(read_text(source), source.string(), lab.number)) {
-      if (lesson.find("TODO(" + r.id + ")") == std::string::npos) {
-        gaps.push_back(r.id + " (no \"TODO(" + r.id + ")\" section in lessons/" + lab.slug + ".md)");
+      // A section: a heading line that starts with the TODO's name ("### TODO(04.8): ..."), not
+      // a mention of it in a paragraph.
+      const std::string heading = " TODO(" + r.id + ")";
+      bool found = false;
+      for (std::size_t at = lesson.find(heading); at != std::string::npos && !found; at = lesson.find(heading, at + 1)) {
+        const std::size_t line = lesson.rfind('\n', at) == std::string::npos ? 0 : lesson.rfind('\n', at) + 1;
+        found = at > line && lesson.find_first_not_of('#', line) == at && at - line >= 2;
       }
+      if (!found) gaps.push_back(r.id + " (no \"### TODO(" + r.id + ")\" heading in lessons/" + lab.slug + ".md)");
     }
   }
   return gaps;

@@ -33,7 +33,7 @@ int watch(const Paths& paths, GradeOptions options, int max_runs, double poll_s)
     const GradeResult result = grade(paths, options);
     last_exit = result.exit_code;
     if (options.submission.empty() && !options.solutions && options.cases.empty() && options.ranks.empty()) {
-      record_progress(paths, result, lab->number);
+      record_progress(paths, result, lab->number, options.part, static_cast<int>(lab->parts.size()));
     }
     if (max_runs > 0 && ++runs >= max_runs) return last_exit;
     std::cout << "── waiting for a change in " << dir.string() << " (Ctrl-C to stop) ──" << std::endl;
