@@ -126,8 +126,8 @@ __global__ void hgemm_v2_wmma_shared(Operands) {}
 // v3: mma.sync m16n8k16 fed by ldmatrix
 // ---------------------------------------------------------------------------------------------
 
-// TODO(04.8): v3: mma.sync m16n8k16 with ldmatrix from padded shared memory, and the fragment store
-// See lessons/04-tensor-cores.md, section "TODO(04.8)".
+// TODO(04.9): v3: mma.sync m16n8k16 with ldmatrix from padded shared memory, and the fragment store
+// See lessons/04-tensor-cores.md, section "TODO(04.9)".
 __device__ void mma_warp_step(const __half*, const __half*, float[4][4][4], int, int) {}
 __device__ void store_mma_tile(const Operands&, const float[4][4][4], int, int) {}
 __global__ void hgemm_v3_mma_ldmatrix(Operands) {}
@@ -141,8 +141,8 @@ __global__ void hgemm_v3_mma_ldmatrix(Operands) {}
 constexpr int kStages = 3;
 constexpr std::size_t kStageBytes = (kTileAHalves + kTileBHalves) * sizeof(__half);
 
-// TODO(04.9): v4: a 3-stage cp.async pipeline around v3's warp step
-// See lessons/04-tensor-cores.md, section "TODO(04.9)".
+// TODO(04.10): v4: a 3-stage cp.async pipeline around v3's warp step
+// See lessons/04-tensor-cores.md, section "TODO(04.10)".
 __global__ void hgemm_v4_mma_pipelined(Operands) {}
 
 // ---------------------------------------------------------------------------------------------

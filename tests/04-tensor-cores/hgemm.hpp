@@ -19,8 +19,8 @@ namespace lab04 {
 enum class Rung {
   kWmmaNaive = 1,  ///< v1 (given) WMMA, one warp per 16 × 16 tile of C, fragments loaded from global memory
   kWmmaShared,     ///< TODO(04.7) WMMA on 128 × 128 block tiles staged in shared memory
-  kMmaLdmatrix,    ///< TODO(04.8) mma.sync m16n8k16 fed by ldmatrix from padded shared memory (sm_80+)
-  kMmaPipelined,   ///< TODO(04.9) the same with a cp.async pipeline of 3 stages (sm_80+)
+  kMmaLdmatrix,    ///< TODO(04.9) mma.sync m16n8k16 fed by ldmatrix from padded shared memory (sm_80+)
+  kMmaPipelined,   ///< TODO(04.10) the same with a cp.async pipeline of 3 stages (sm_80+)
 };
 
 /// Number of rungs (v1 … v4).

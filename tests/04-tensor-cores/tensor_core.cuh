@@ -51,8 +51,8 @@ inline void cp_async_wait() {
 
 /// ldmatrix.sync.aligned.m8n8.x4.shared.b16: four 8 × 8 matrices of halves from shared memory.
 /// Lanes 8j … 8j+7 give the addresses of matrix j's 8 rows (16 bytes each, 16-byte aligned); lane
-/// l receives in r[j] row l / 4, columns 2(l % 4) and 2(l % 4) + 1, of matrix j — for a 16 × 16
-/// tile whose lane l points at row l % 16, column 8·(l / 16), that is exactly mma's A fragment.
+/// l receives in r[j] row l / 4, columns 2(l % 4) and 2(l % 4) + 1, of matrix j — mma's pattern,
+/// so the right row addresses (TODO 04.8 derives them) deliver an A fragment whole.
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t r[4], const void* row) {
 #if GPULAB_LAB04_SM80
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row));
@@ -65,7 +65,7 @@ __device__ __forceinline__ void ldmatrix_x4(std::uint32_t r[4], const void* row)
 }
 
 /// The same with .trans: lane l receives rows 2(l % 4) and 2(l % 4) + 1, column l / 4, of matrix
-/// j — from a row-major K × N tile of B that is mma's B fragment ("col").
+/// j — from a row-major K × N tile of B, mma's B pattern ("col").
 __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t r[4], const void* row) {
 #if GPULAB_LAB04_SM80
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row));

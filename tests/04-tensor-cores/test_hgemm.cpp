@@ -218,11 +218,11 @@ TEST_CASE("hgemm v2 wmma shared is right at awkward shapes", "[gpu][04.7]") {
   check_uses_shared_memory(Rung::kWmmaShared);
   check_rung(Rung::kWmmaShared);
 }
-TEST_CASE("hgemm v3 mma ldmatrix is right at awkward shapes", "[gpu][04.8]") {
+TEST_CASE("hgemm v3 mma ldmatrix is right at awkward shapes", "[gpu][04.9]") {
   check_uses_shared_memory(Rung::kMmaLdmatrix);
   check_rung(Rung::kMmaLdmatrix);
 }
-TEST_CASE("hgemm v4 mma cp.async is right at awkward shapes", "[gpu][04.9]") {
+TEST_CASE("hgemm v4 mma cp.async is right at awkward shapes", "[gpu][04.10]") {
   check_uses_shared_memory(Rung::kMmaPipelined);
   check_rung(Rung::kMmaPipelined);
 }
@@ -394,5 +394,5 @@ void rung_speed(Rung rung, bool with_ladder) {
 }  // namespace
 
 TEST_CASE("hgemm v2 wmma shared speed", "[gpu][perf][04.7]") { rung_speed(Rung::kWmmaShared, false); }
-TEST_CASE("hgemm v3 mma ldmatrix speed", "[gpu][perf][04.8]") { rung_speed(Rung::kMmaLdmatrix, false); }
-TEST_CASE("hgemm v4 mma cp.async speed", "[gpu][perf][04.9]") { rung_speed(Rung::kMmaPipelined, true); }
+TEST_CASE("hgemm v3 mma ldmatrix speed", "[gpu][perf][04.9]") { rung_speed(Rung::kMmaLdmatrix, false); }
+TEST_CASE("hgemm v4 mma cp.async speed", "[gpu][perf][04.10]") { rung_speed(Rung::kMmaPipelined, true); }
