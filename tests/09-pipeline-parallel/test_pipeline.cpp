@@ -725,7 +725,7 @@ TEST_CASE("run_schedule: GPipe and 1F1B steps equal one process bit for bit", "[
   (void)all_ranks(true);
 }
 
-TEST_CASE("run_schedule: interleaved steps equal one process bit for bit", "[cpu][09.4][stretch]") {
+TEST_CASE("run_schedule: your executor on the tests' interleaved schedule equals one process bit for bit", "[cpu][09.4][stretch]") {
   auto comm = Communicator::create(Backend::kMpi);
   const int p = comm->size(), r = comm->rank(), v = 2;
   const std::vector<std::size_t> bounds = spec_bounds(kSmall, p * v);
@@ -915,7 +915,91 @@ double measured_bubble(const Outcome& o) {
   PMPI_Allreduce(MPI_IN_PLACE, &start, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
   PMPI_Allreduce(MPI_IN_PLACE, &end, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   PMPI_Allreduce(&busy, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return 1.0 - total / (world_size() * (end - start));
+  // Rank 0's figure on every rank: what the ranks decide from it (run the yardstick or not) must
+  // agree bit for bit, which MPI does not promise of a reduction's result.
+  double bubble = 1.0 - total / (world_size() * (end - start));
+  PMPI_Bcast(&bubble, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return bubble;
+}
+
+/// The sleep mode's yardstick: @p schedule (this rank's, v chunks per rank) run by the tests' own
+/// minimal executor over the same timed model — every receive posted before the step, each
+/// forward and backward the chunk's own layers (their sleeps and their arithmetic, on inputs whose
+/// values do not matter here), sends waited for only at the end — and its bubble, measured as
+/// yours is. It is what this machine, loaded or idle, gives an executor that waits for nothing
+/// it need not: on an idle machine within half a point of the formula.
+double yardstick_bubble(Communicator& comm, const Shape& shape, const std::vector<std::size_t>& bounds, const Schedule& schedule, int v,
+                        const Mode& mode) {
+  const int p = comm.size(), r = comm.rank(), next = (r + 1) % p, previous = (r + p - 1) % p;
+  Outcome o;
+  nn::Sequential model = build(shape, bounds, &o.trace, mode.forward_ms, mode.backward_ms, mode.device);
+  const lab09::StageModel stage = stage_of(model, shape, bounds, p, v, r);
+  std::vector<nn::Tensor> x, dy;
+  std::vector<std::vector<nn::Saved>> saved(stage.chunks.size());  // the chunk's last forward's: its backward's cost is the same
+  for (const lab09::Chunk& c : stage.chunks) {
+    x.push_back(nn::Tensor::from(std::vector<float>(shape.micro_batch * c.in_width, 0.5f), shape.micro_batch, c.in_width, mode.device));
+    dy.push_back(nn::Tensor::from(std::vector<float>(shape.micro_batch * c.out_width, 0.01f), shape.micro_batch, c.out_width, mode.device));
+  }
+  const std::size_t message_floats = shape.micro_batch * *std::max_element(shape.widths.begin(), shape.widths.end());
+  std::vector<std::vector<float>> inbox, outbox;
+  std::vector<gpulab::dist::Request> receives, sends;
+  for (const lab09::Action& a : schedule) {
+    if (a.op == lab09::Op::kRecvActivation || a.op == lab09::Op::kRecvGradient) inbox.emplace_back(message_floats);
+  }
+  PMPI_Barrier(MPI_COMM_WORLD);
+  o.start = gpulab::dist::now();
+  std::size_t k = 0;
+  for (const lab09::Action& a : schedule) {  // posted in schedule order: the order messages between two ranks arrive in
+    if (a.op == lab09::Op::kRecvActivation || a.op == lab09::Op::kRecvGradient) {
+      receives.push_back(comm.irecv(inbox[k++].data(), message_floats, a.op == lab09::Op::kRecvActivation ? previous : next));
+    }
+  }
+  k = 0;
+  for (const lab09::Action& a : schedule) {
+    const std::size_t c = static_cast<std::size_t>(a.chunk);
+    switch (a.op) {
+      case lab09::Op::kForward:
+        saved[c].clear();
+        (void)model.forward(x[c], saved[c], stage.chunks[c].first, stage.chunks[c].last);
+        break;
+      case lab09::Op::kBackward:
+        (void)model.backward(dy[c], saved[c], {}, {}, stage.chunks[c].first, stage.chunks[c].last);
+        break;
+      case lab09::Op::kSendActivation:
+      case lab09::Op::kSendGradient:
+        outbox.emplace_back(message_floats, 1.0f);
+        sends.push_back(comm.isend(outbox.back().data(), message_floats, a.op == lab09::Op::kSendActivation ? next : previous));
+        break;
+      case lab09::Op::kRecvActivation:
+      case lab09::Op::kRecvGradient:
+        comm.wait(receives[k++]);
+        break;
+    }
+    for (auto& q : sends) (void)comm.test(q);
+  }
+  comm.wait_all(sends);
+  o.end = gpulab::dist::now();
+  return measured_bubble(o);
+}
+
+/// Judges a bubble measured in the sleep mode: within 5 points of the formula; or, where this
+/// machine is the limit (the yardstick — the tests' own @p spec schedule on the tests' minimal
+/// executor, run twice now — is itself more than 5 points above the formula), at most 5 points
+/// above the yardstick. The yardstick runs the specification's schedule, never yours: a schedule
+/// that idles by design must not make its own excuse. All ranks decide alike (every figure is
+/// rank 0's). Writes the detail.
+bool bubble_within(Communicator& comm, const Shape& shape, const std::vector<std::size_t>& bounds, const Schedule& spec, int v, const Mode& sleep,
+                   double bubble, double predicted, std::string& detail) {
+  char d[260];
+  std::snprintf(d, sizeof d, "measured %.1f %%, predicted = %.1f %%", 100 * bubble, 100 * predicted);
+  detail = d;
+  if (std::abs(bubble - predicted) <= 0.05) return true;
+  if (bubble < predicted - 0.05) return false;  // faster than the dependences allow: the computes did not all run
+  const double machine = std::max(yardstick_bubble(comm, shape, bounds, spec, v, sleep), yardstick_bubble(comm, shape, bounds, spec, v, sleep));
+  std::snprintf(d, sizeof d, "; the tests' own executor on this machine now: %.1f %%%s", 100 * machine,
+                machine > predicted + 0.05 ? " (the machine is the limit: judged against it)" : "");
+  detail += d;
+  return bubble <= std::max(predicted, machine) + 0.05;
 }
 
 /// Your schedules for @p p ranks, checked first (never run unless the checker passes them).
@@ -950,9 +1034,11 @@ TEST_CASE("the measured bubble equals (p - 1)/(m + p - 1) within 5 points with 2
       if (!learner_schedules(name, p, m, r, mine)) continue;
       const Outcome o = pipelined(*comm, kSmall, bounds, mine, 1, m, sleep);
       const double bubble = measured_bubble(o), predicted = static_cast<double>(p - 1) / (m + p - 1);
-      char d[160];
-      std::snprintf(d, sizeof d, "measured %.1f %%, predicted (p − 1)/(m + p − 1) = %.1f %%%s", 100 * bubble, 100 * predicted, o.error.empty() ? "" : (" — " + o.error).c_str());
-      check_fact(o.error.empty() && std::abs(bubble - predicted) <= 0.05, at(std::string(name) + " bubble with 20/40 ms stages", p, m), d,
+      std::string d;
+      const Schedule spec = std::string(name) == "GPipe" ? spec_gpipe(r, p, m) : spec_1f1b(r, p, m);
+      const bool within = bubble_within(*comm, kSmall, bounds, spec, 1, sleep, bubble, predicted, d);
+      check_fact(o.error.empty() && within, at(std::string(name) + " bubble with 20/40 ms stages", p, m),
+                 d.replace(d.find("predicted"), 9, "predicted (p − 1)/(m + p − 1)") + (o.error.empty() ? "" : " — " + o.error),
                  "a stage that waits for something it need not wait for (a send, a receive posted late) adds idle time");
     }
   }
@@ -979,38 +1065,39 @@ TEST_CASE("the measured interleaved bubble equals (p - 1)/(v m + p - 1) within 5
     }
     const Outcome o = pipelined(*comm, kSmall, bounds, all[static_cast<std::size_t>(r)], v, m, sleep);
     const double bubble = measured_bubble(o), predicted = static_cast<double>(p - 1) / (v * m + p - 1);
-    char d[160];
-    std::snprintf(d, sizeof d, "measured %.1f %%, predicted (p − 1)/(v·m + p − 1) = %.1f %% (plain 1F1B: %.1f %%)", 100 * bubble, 100 * predicted,
-                  100.0 * (p - 1) / (m + p - 1));
-    check_fact(o.error.empty() && std::abs(bubble - predicted) <= 0.05, at("interleaved (v=2) bubble with 10/20 ms chunks", p, m), d,
+    std::string d;
+    const bool within = bubble_within(*comm, kSmall, bounds, spec_interleaved(r, p, v, m), v, sleep, bubble, predicted, d);
+    char plain[80];
+    std::snprintf(plain, sizeof plain, " (plain 1F1B: %.1f %%)", 100.0 * (p - 1) / (m + p - 1));
+    check_fact(o.error.empty() && within, at("interleaved (v=2) bubble with 10/20 ms chunks", p, m),
+               d.replace(d.find("predicted"), 9, "predicted (p − 1)/(v·m + p − 1)") + plain + (o.error.empty() ? "" : " — " + o.error),
                "each rank's chunks in Megatron-LM's order; a receive posted late or a send waited for adds idle time");
   }
   (void)all_ranks(true);
 }
 
-TEST_CASE("the measured bubble with real compute is gated at p = 2 and reported at p = 3 and 4", "[cpu][09.4]") {
-  // The 1024-wide MLP, 64 samples per micro-batch, m = 4p, the tests' 1F1B: the median of 3
-  // steps. With more ranks than the 2 cores the grader has, the OS decides who runs: reported only.
+TEST_CASE("the 1F1B bubble with real compute on your executor against the reference's", "[cpu][perf][09.4]") {
+  // The 1024-wide MLP, 64 samples per micro-batch, m = 4p, the tests' 1F1B on your executor: the
+  // median busy share (1 − bubble) of 3 steps. Real compute on shared cores depends on the machine
+  // and its load as much as on the code (idle: 13–14 % measured against 11.1 % predicted at p = 2;
+  // beside two busy processes: 25–28 %), so the grader judges it only against the reference's
+  // executor measured in the same run, never against the formula.
   auto comm = Communicator::create(Backend::kMpi);
   const int p = comm->size(), r = comm->rank(), m = 4 * p;
   const std::vector<std::size_t> bounds = spec_bounds(kWide, p);
   std::vector<double> bubbles;
-  std::string error;
   for (int round = 0; round < 4; ++round) {
-    const Outcome o = pipelined(*comm, kWide, bounds, spec_1f1b(r, p, m), 1, m, {});
-    error = o.error;
+    const Outcome o = pipelined(*comm, kWide, bounds, spec_1f1b(r, p, m), 1, m, {});  // a throw on any rank aborts every rank
     const double b = measured_bubble(o);
     if (round > 0) bubbles.push_back(b);  // the first warms up
   }
   const double bubble = gpulab::median(bubbles), predicted = static_cast<double>(p - 1) / (m + p - 1);
-  char d[200];
-  std::snprintf(d, sizeof d, "1F1B, real compute: measured %.1f %%, predicted %.1f %% (p = %d, m = %d)", 100 * bubble, 100 * predicted, p, m);
-  if (p == 2) {
-    check_fact(error.empty() && std::abs(bubble - predicted) <= 0.05, at("1F1B bubble with real compute", p, m), std::string(d) + (error.empty() ? "" : " — " + error),
-               "post receives ahead and never wait for a send inside the step: the stages should only ever wait for each other's compute");
-  } else if (r == 0) {
-    gpulab::report::record({{"kind", "info"}, {"summary", std::string(d) + " — reported, not gated: " + std::to_string(p) + " ranks share 2 cores here"}});
-  }
+  char note[240];
+  std::snprintf(note, sizeof note, "1F1B, real compute, p = %d, m = %d: bubble measured %.1f %%, predicted (p − 1)/(m + p − 1) = %.1f %%", p, m,
+                100 * bubble, 100 * predicted);
+  if (r == 0) std::printf("%s\n", note);
+  gpulab::testing::record_performance("pipeline_busy_share", 1.0 - bubble, "busy share", 1.0 - predicted, "the formula's busy share",
+                                      {{"ranks", p}, {"note", note}, {"bubble", {{"predicted", predicted}, {"measured", bubble}}}});
   (void)all_ranks(true);
 }
 
@@ -1063,14 +1150,25 @@ TEST_CASE("pipeline step time with your partition and schedules", "[cpu][perf]")
   std::snprintf(note, sizeof note, "p=%d, m=%d, cut at %s: 1F1B step %.1f ms, one process %.1f ms (speed-up %.2f); bubble measured GPipe %.1f %%, 1F1B %.1f %%, predicted %.1f %%",
                 p, m, cut.c_str(), step * 1e3, alone * 1e3, alone / step, 100 * gpulab::median(bubble_gp), 100 * gpulab::median(bubble_1f), 100 * predicted);
   if (r == 0) std::printf("%s\n", note);
-  auto lane = [&](const Outcome& o) {
+  // The k-th forward (backward) span of this rank ran the schedule's k-th forward (backward): its micro-batch.
+  auto lane = [&](const Outcome& o, const Schedule& schedule) {
     std::vector<gpulab::testing::Span> spans = o.trace.spans;
+    std::vector<int> forwards, backwards;
+    for (const lab09::Action& a : schedule) {
+      if (a.op == lab09::Op::kForward) forwards.push_back(a.micro);
+      if (a.op == lab09::Op::kBackward) backwards.push_back(a.micro);
+    }
+    std::size_t f = 0, b = 0;
+    for (auto& span : spans) {
+      if (span.what == "forward" && f < forwards.size()) span.micro = forwards[f++];
+      if (span.what == "backward" && b < backwards.size()) span.micro = backwards[b++];
+    }
     for (const auto& msg : o.messages) {
       if (!msg.send && msg.waited >= 0 && msg.completed > msg.waited + 1e-5) spans.push_back({"recv wait", msg.waited, msg.completed});
     }
     return gpulab::testing::gather_lanes(spans);
   };
-  const nlohmann::json gpipe_lanes = lane(last_gp), one_f_lanes = lane(last_1f);
+  const nlohmann::json gpipe_lanes = lane(last_gp, gp), one_f_lanes = lane(last_1f, one_f);
   gpulab::testing::record_performance(
       "pipeline_1f1b_step", m / step, "micro-batches/s", m / alone, "one process",
       {{"ranks", p}, {"note", note}, {"bubble", {{"predicted", predicted}, {"gpipe", gpulab::median(bubble_gp)}, {"1f1b", gpulab::median(bubble_1f)}}},
