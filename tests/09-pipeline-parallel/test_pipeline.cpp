@@ -984,22 +984,29 @@ double yardstick_bubble(Communicator& comm, const Shape& shape, const std::vecto
 
 /// Judges a bubble measured in the sleep mode: within 5 points of the formula; or, where this
 /// machine is the limit (the yardstick — the tests' own @p spec schedule on the tests' minimal
-/// executor, run twice now — is itself more than 5 points above the formula), at most 5 points
-/// above the yardstick. The yardstick runs the specification's schedule, never yours: a schedule
-/// that idles by design must not make its own excuse. All ranks decide alike (every figure is
-/// rank 0's). Writes the detail.
+/// executor — is itself more than 5 points above the formula), at most 5 points above the
+/// yardstick: the better of two runs of yours (@p again runs your step once more) against the
+/// worse of two of the yardstick's, both beside each other, so that a spell of load on one run
+/// cannot decide. The yardstick runs the specification's schedule, never yours: a schedule that
+/// idles by design must not make its own excuse. All ranks decide alike (every figure is rank
+/// 0's). Writes the detail.
 bool bubble_within(Communicator& comm, const Shape& shape, const std::vector<std::size_t>& bounds, const Schedule& spec, int v, const Mode& sleep,
-                   double bubble, double predicted, std::string& detail) {
-  char d[260];
+                   double bubble, double predicted, const std::function<double()>& again, std::string& detail) {
+  char d[300];
   std::snprintf(d, sizeof d, "measured %.1f %%, predicted = %.1f %%", 100 * bubble, 100 * predicted);
   detail = d;
   if (std::abs(bubble - predicted) <= 0.05) return true;
   if (bubble < predicted - 0.05) return false;  // faster than the dependences allow: the computes did not all run
   const double machine = std::max(yardstick_bubble(comm, shape, bounds, spec, v, sleep), yardstick_bubble(comm, shape, bounds, spec, v, sleep));
+  const double yours = std::min(bubble, again());
   std::snprintf(d, sizeof d, "; the tests' own executor on this machine now: %.1f %%%s", 100 * machine,
-                machine > predicted + 0.05 ? " (the machine is the limit: judged against it)" : "");
+                machine > predicted + 0.05 ? " (the machine is the limit: judged against it, with your better run of two)" : "");
   detail += d;
-  return bubble <= std::max(predicted, machine) + 0.05;
+  if (yours < bubble) {
+    std::snprintf(d, sizeof d, "; your second run: %.1f %%", 100 * yours);
+    detail += d;
+  }
+  return yours <= std::max(predicted, machine) + 0.05;
 }
 
 /// Your schedules for @p p ranks, checked first (never run unless the checker passes them).
@@ -1036,7 +1043,8 @@ TEST_CASE("the measured bubble equals (p - 1)/(m + p - 1) within 5 points with 2
       const double bubble = measured_bubble(o), predicted = static_cast<double>(p - 1) / (m + p - 1);
       std::string d;
       const Schedule spec = std::string(name) == "GPipe" ? spec_gpipe(r, p, m) : spec_1f1b(r, p, m);
-      const bool within = bubble_within(*comm, kSmall, bounds, spec, 1, sleep, bubble, predicted, d);
+      const bool within = bubble_within(*comm, kSmall, bounds, spec, 1, sleep, bubble, predicted,
+                                        [&] { return measured_bubble(pipelined(*comm, kSmall, bounds, mine, 1, m, sleep)); }, d);
       check_fact(o.error.empty() && within, at(std::string(name) + " bubble with 20/40 ms stages", p, m),
                  d.replace(d.find("predicted"), 9, "predicted (p − 1)/(m + p − 1)") + (o.error.empty() ? "" : " — " + o.error),
                  "a stage that waits for something it need not wait for (a send, a receive posted late) adds idle time");
@@ -1066,7 +1074,8 @@ TEST_CASE("the measured interleaved bubble equals (p - 1)/(v m + p - 1) within 5
     const Outcome o = pipelined(*comm, kSmall, bounds, all[static_cast<std::size_t>(r)], v, m, sleep);
     const double bubble = measured_bubble(o), predicted = static_cast<double>(p - 1) / (v * m + p - 1);
     std::string d;
-    const bool within = bubble_within(*comm, kSmall, bounds, spec_interleaved(r, p, v, m), v, sleep, bubble, predicted, d);
+    const bool within = bubble_within(*comm, kSmall, bounds, spec_interleaved(r, p, v, m), v, sleep, bubble, predicted,
+                                      [&] { return measured_bubble(pipelined(*comm, kSmall, bounds, all[static_cast<std::size_t>(r)], v, m, sleep)); }, d);
     char plain[80];
     std::snprintf(plain, sizeof plain, " (plain 1F1B: %.1f %%)", 100.0 * (p - 1) / (m + p - 1));
     check_fact(o.error.empty() && within, at("interleaved (v=2) bubble with 10/20 ms chunks", p, m),

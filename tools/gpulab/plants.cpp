@@ -23,7 +23,7 @@ Plant::Expect parse_expect(const json& j, const Plant::Expect& fallback) {
 Plant parse_plant(const json& j, const std::string& where) {
   static const std::set<std::string> known = {"name", "patch", "needs_gpu", "cases", "ranks", "timeout_s", "sanitize", "expect_exit",
                                               "expect_failed", "expect_detail", "expect_passed", "expect_no_leftovers", "without_gpu", "note",
-                                              "all_cases", "max_seconds", "interrupt", "sandbox", "needs_root"};
+                                              "all_cases", "max_seconds", "interrupt", "sandbox", "needs_root", "busy_processes"};
   for (const auto& [key, value] : j.items()) {
     if (!known.count(key)) throw ConfigError(where + ": unknown key \"" + key + "\"");
   }
@@ -41,6 +41,8 @@ Plant parse_plant(const json& j, const std::string& where) {
   p.interrupt = j.value("interrupt", false);
   p.sandbox = j.value("sandbox", true);
   p.needs_root = j.value("needs_root", false);
+  p.busy_processes = j.value("busy_processes", 0);
+  if (p.busy_processes < 0 || p.busy_processes > 8) throw ConfigError(where + ": \"busy_processes\" must be 0 to 8");
   p.expect = parse_expect(j, {});
   if (j.contains("without_gpu")) {
     p.has_without_gpu = true;

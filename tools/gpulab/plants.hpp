@@ -51,6 +51,9 @@ struct Plant {
   bool interrupt = false;
   bool sandbox = true;
   bool needs_root = false;  ///< only where the grader can sandbox (root, unshare): skipped elsewhere
+  /// Graded beside this many busy processes (a loaded machine): a gate the reference must pass
+  /// whatever the machine is doing, proven with the reference itself as the "plant".
+  int busy_processes = 0;
   struct Expect {
     std::vector<int> exit{1};
     std::string failed, detail;

@@ -161,8 +161,31 @@ void check_plant(const Paths& paths, const LabConfig& lab, const Plant& plant, b
   }
   const TreeHashes before = hash_tree(dir);
   std::cout << "selftest: grading planted submission \"" << plant.name << "\"\n";
+  // A loaded machine, made here: processes that only spin, stopped once the grade is done.
+  struct BusyProcesses {
+    std::vector<pid_t> pids;
+    explicit BusyProcesses(int n) {
+      for (int k = 0; k < n; ++k) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+          for (volatile unsigned long spin = 0;; spin = spin + 1) {
+          }
+        }
+        if (pid > 0) pids.push_back(pid);
+      }
+    }
+    void stop() {
+      for (pid_t pid : pids) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+      pids.clear();
+    }
+    ~BusyProcesses() { stop(); }
+  } busy(plant.busy_processes);
   const auto t0 = std::chrono::steady_clock::now();
   const GradeResult r = grade(paths, plant_grade_options(lab, plant, dir));
+  busy.stop();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const Plant::Expect& expect = gpu || !plant.has_without_gpu ? plant.expect : plant.without_gpu;
   std::string problem = plant_verdict(plant, expect, r);
@@ -181,6 +204,7 @@ void check_plant(const Paths& paths, const LabConfig& lab, const Plant& plant, b
   }
   if (problem.empty() && plant.interrupt) problem = interrupted_grade_leaves_nothing(paths, lab, plant, dir);
   const std::string where = (gpu || !plant.has_without_gpu ? "" : " (on the CPU emulator)") +
+                            (plant.busy_processes > 0 ? " beside " + std::to_string(plant.busy_processes) + " busy processes" : "") +
                             (plant.max_seconds > 0 ? " in " + std::to_string(static_cast<int>(seconds)) + " s" : "") +
                             (plant.interrupt ? "; Ctrl-C during it left no process" : "");
   table.add(row, problem.empty() ? "pass" : "fail",
