@@ -158,4 +158,15 @@ TEST_CASE("markdown headings get GitHub's anchors for the docs site", "[cpu]") {
   CHECK(out.find("## The idea {#md-05-x-the-idea}") != std::string::npos);
   CHECK(out.find("# not a heading\n") != std::string::npos);  // code blocks untouched
   CHECK(gpulab::cli::doxygen_markdown("# x\n", "a.hpp") == "# x\n");
+  // Code spans reach Doxygen as literal HTML (it lost them after a quote, in link text, in bold).
+  const std::string spans = gpulab::cli::doxygen_markdown(
+      "'split free blocks' became `max_split_size_mb`; see [`lessons/`](lessons), [`cvt.rna`](#tf32) and **`./gpulab grade 05`**.\n"
+      "```\n`kept`\n```\nan odd ` stays\n",
+      "lessons/05-x.md");
+  CHECK(spans.find("became <code>max&#95;split&#95;size&#95;mb</code>;") != std::string::npos);
+  CHECK(spans.find("see <code>lessons/</code>,") != std::string::npos);  // the site has no folder to link to
+  CHECK(spans.find("[<code>cvt.rna</code>](#md-05-x-tf32)") != std::string::npos);
+  CHECK(spans.find("and <code>./gpulab grade 05</code>.") != std::string::npos);
+  CHECK(spans.find("```\n`kept`\n```") != std::string::npos);
+  CHECK(spans.find("an odd ` stays") != std::string::npos);
 }

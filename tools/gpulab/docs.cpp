@@ -2,6 +2,7 @@
 /// @brief Heading anchors for the Doxygen site (see docs.hpp).
 #include "docs.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 
@@ -27,6 +28,70 @@ std::string github_anchor(const std::string& heading) {
   return anchor;
 }
 
+namespace {
+
+/// @p code as Doxygen shows it literally inside <code>: HTML's characters escaped, and the ones
+/// Doxygen's markdown and commands read (\\ @ * _ [ ] # $ %) each behind a backslash or as entities.
+std::string literal_code(const std::string& code) {
+  std::string out = "<code>";
+  for (const char c : code) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      case '*': out += "&#42;"; break;
+      case '_': out += "&#95;"; break;
+      case '[': out += "&#91;"; break;
+      case ']': out += "&#93;"; break;
+      case '#': out += "&#35;"; break;
+      case '\\': out += "&#92;"; break;
+      case '@': out += "&#64;"; break;
+      case '$': out += "&#36;"; break;
+      case '%': out += "&#37;"; break;
+      default: out += c;
+    }
+  }
+  return out + "</code>";
+}
+
+/// One line's inline code spans as literal_code (Doxygen 1.9 loses a code span after a quote
+/// on the same line, inside link text and inside bold: the site showed raw backticks and "****").
+/// A link whose target the site does not have (a folder, a source file) keeps its text only; a
+/// bold that holds nothing but a code span loses the bold. A line with an unpaired backtick is
+/// left alone.
+std::string rewrite_code_spans(const std::string& line) {
+  if (std::count(line.begin(), line.end(), '`') % 2 != 0) return line;
+  std::string out;
+  for (std::size_t i = 0; i < line.size();) {
+    if (line[i] != '`') {
+      out += line[i++];
+      continue;
+    }
+    const std::size_t end = line.find('`', i + 1);
+    out += literal_code(line.substr(i + 1, end - i - 1));
+    i = end + 1;
+  }
+  // [<code>x</code>](target): a target that is a page (.md), a web address or an anchor stays a link.
+  for (std::size_t at = out.find("[<code>"); at != std::string::npos; at = out.find("[<code>", at + 1)) {
+    const std::size_t close = out.find("</code>](", at);
+    if (close == std::string::npos || out.find(']', at) < close) continue;
+    const std::size_t target = close + 9, stop = out.find(')', target);
+    if (stop == std::string::npos) continue;
+    const std::string where = out.substr(target, stop - target);
+    const bool page = where.rfind("http", 0) == 0 || where.rfind("#", 0) == 0 || where.find(".md") != std::string::npos;
+    if (!page) out = out.substr(0, at) + out.substr(at + 1, close + 7 - at - 1) + out.substr(stop + 1);
+  }
+  for (std::size_t at = out.find("**<code>"); at != std::string::npos; at = out.find("**<code>", at + 1)) {
+    const std::size_t close = out.find("</code>**", at);
+    if (close != std::string::npos && out.find("<code>", at + 8) > close) out = out.substr(0, at) + out.substr(at + 2, close + 7 - at - 2) + out.substr(close + 9);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string doxygen_markdown(const std::string& text, const std::string& path) {
   if (path.size() < 3 || path.compare(path.size() - 3, 3, ".md") != 0) return text;
   // Doxygen's labels are global to the site: every file's anchors get its name as a prefix
@@ -50,6 +115,7 @@ std::string doxygen_markdown(const std::string& text, const std::string& path) {
     for (std::size_t at = line.find("](#"); at != std::string::npos; at = line.find("](#", at + 3)) {
       line.insert(at + 3, stem + "-");
     }
+    if (hashes == 0 || hashes == std::string::npos || line[hashes] != ' ') line = rewrite_code_spans(line);  // headings keep theirs (anchors)
     out << line << '\n';
   }
   return out.str();

@@ -224,8 +224,17 @@ void check_variants_keep_symbol_rules(const Paths& paths, const LabConfig& lab, 
   for (const auto& [id, v] : b.emu_mutants) emulated.emplace_back("mutant " + id + " (emulator build)", &v);
   std::string first;
   int judged = 0;
+  // The yardsticks first: the emulator's reference is built only when a grade needs it.
+  std::vector<std::string> references;
+  for (const Variant* r : {b.variant("ref"), b.variant("emu_ref")}) {
+    if (r != nullptr) references.push_back(r->target);
+  }
+  if (!references.empty() && !build_targets(paths, references).ok) first = "the reference builds did not build";
   for (const auto& [variants, reference] : {std::pair{&native, b.variant("ref")}, std::pair{&emulated, b.variant("emu_ref")}}) {
     if (reference == nullptr) continue;
+    for (const std::string& obj : reference->objects) {
+      if (!fs::exists(obj) && first.empty()) first = "the reference's " + obj + " was not built";
+    }
     for (const auto& [what, v] : *variants) {
       if (v == nullptr) continue;
       for (const std::string& obj : v->objects) {
