@@ -48,11 +48,6 @@ bool write_charts(const nlohmann::json& scorecard, const fs::path& dir) {
   return any;
 }
 
-std::vector<CaseInfo> listed_cases(const Paths& paths, const LabConfig& lab) {
-  const fs::path file = paths.build / "labinfo" / (lab.number + "-cases.txt");
-  return fs::exists(file) ? parse_case_list(read_text(file)) : std::vector<CaseInfo>{};
-}
-
 }  // namespace
 
 int list_labs(const Paths& paths) {
@@ -180,12 +175,12 @@ int doc_filter(const std::string& file) {
 int render_command(const std::string& mode, const std::string& region, const std::string& slug, const std::string& input,
                    const std::string& output) {
   if (mode == "mutant" && region.empty()) throw std::invalid_argument("render --mode mutant needs --region");
-  write_text(output, render(read_text(input), input, slug, mode == "mutant" ? region : ""));
+  write_text_if_changed(output, render(read_text(input), input, slug, mode == "mutant" ? region : ""));
   return 0;
 }
 
 int emu_transform_command(const std::string& input, const std::string& output) {
-  write_text(output, emulator_source(read_text(input), input));
+  write_text_if_changed(output, emulator_source(read_text(input), input));
   return 0;
 }
 

@@ -38,6 +38,12 @@ void write_text(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
+void write_text_if_changed(const fs::path& path, const std::string& text) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec) && fs::file_size(path, ec) == text.size() && read_text(path) == text) return;
+  write_text(path, text);
+}
+
 std::string content_hash(const std::string& text) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(gpulab::fnv1a64(text)));

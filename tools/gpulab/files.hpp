@@ -20,6 +20,9 @@ namespace fs = std::filesystem;
 std::string read_text(const fs::path& path);
 /// Writes through a temporary file and a rename: a crash never leaves half a file behind.
 void write_text(const fs::path& path, const std::string& text);
+/// write_text unless @p path already holds @p text (its time stamp then stays: the build's
+/// rendered sources do not recompile every variant each time the CLI is rebuilt; Ninja's restat).
+void write_text_if_changed(const fs::path& path, const std::string& text);
 /// FNV-1a of @p text as 16 hex digits (stable across runs and machines; not for security).
 std::string content_hash(const std::string& text);
 /// (relative path, content hash) of every regular file under @p dir, sorted; empty if absent.

@@ -244,6 +244,11 @@ std::vector<CaseInfo> parse_case_list(const std::string& listing) {
   return cases;
 }
 
+std::vector<CaseInfo> listed_cases(const Paths& paths, const LabConfig& lab) {
+  const fs::path file = paths.build / "labinfo" / (lab.number + "-cases.txt");
+  return fs::exists(file) ? parse_case_list(read_text(file)) : std::vector<CaseInfo>{};
+}
+
 int part_of(const LabConfig& lab, const CaseInfo& c) {
   for (std::size_t k = 0; k < lab.parts.size(); ++k) {
     const auto& tests = lab.parts[k].tests;

@@ -152,6 +152,8 @@ struct CaseInfo {
 };
 /// Parses `--gpulab-list` output: one case per line, "kind<TAB>name<TAB>tags[<TAB>file]".
 std::vector<CaseInfo> parse_case_list(const std::string& listing);
+/// The cases the reference's last build listed (build/labinfo/NN-cases.txt); empty before it.
+std::vector<CaseInfo> listed_cases(const Paths& paths, const LabConfig& lab);
 /// The part (from 1) of @p lab whose test files hold @p c; 0 when the lab has no parts or none does.
 int part_of(const LabConfig& lab, const CaseInfo& c);
 /// The TODOs whose every case is a [stretch] case: stretch goals, shown and never counted.

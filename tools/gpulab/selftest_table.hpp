@@ -3,6 +3,7 @@
 /// also written as JSON for scripts), and the checks that the skeleton and the mutants fail.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -10,22 +11,32 @@
 
 namespace gpulab::cli {
 
-/// selftest's rows: step, status (pass, fail, skip) and a detail.
+/// selftest's rows: step, status (pass, fail, skip), a detail, and the seconds the step took —
+/// the time since the previous row (selftest's steps run one after another, each adding its row
+/// when it ends), so that the summary can say where the minutes go.
 class Table {
  public:
   /// @p json_file: where finish() writes the rows.
-  explicit Table(fs::path json_file) : json_file_(std::move(json_file)) {}
+  explicit Table(fs::path json_file) : json_file_(std::move(json_file)), last_(std::chrono::steady_clock::now()) {}
   void add(const std::string& step, const std::string& status, const std::string& detail);
-  /// Prints the summary and the last line, writes the JSON; the exit code (0: nothing failed).
+  /// Prints the summary, the time per stage and the last line, writes the JSON; the exit code
+  /// (0: nothing failed).
   int finish() const;
 
  private:
   struct Row {
     std::string step, status, detail;
+    double seconds = 0;
   };
   fs::path json_file_;
   std::vector<Row> rows_;
+  std::chrono::steady_clock::time_point last_;
 };
+
+/// The stage a selftest row belongs to, for the time table: "build", "unit tests", "skeleton and
+/// mutants fail", "symbol rules", "reference graded", "plants", "lesson and plants' manifest",
+/// "sync --check" (and "other").
+std::string stage_of(const std::string& step);
 
 /// nvidia-smi lists a GPU.
 bool gpu_visible();
