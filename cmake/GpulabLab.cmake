@@ -209,7 +209,9 @@ function(_gpulab_variant_set num slug prefix iface tests main region_files)
     else()
       set(lab_name lab${num})
     endif()
-    _gpulab_lab_exe(${lab_name} "${lab${num}_${prefix}lab_objects}" "" ${tests} ${main} ${emu} j)
+    # Built when graded (./gpulab grade NN), not with everything: selftest judges the skeleton,
+    # which sync writes to the same text.
+    _gpulab_lab_exe(${lab_name} "${lab${num}_${prefix}lab_objects}" "" ${tests} ${main} ON j)
     string(APPEND vjson ",\"${prefix}lab\":${j}")
     _sources_for(sub_files "${sub_dir}" sub)
     _gpulab_objects_of(lab${num}_${prefix}sub "${sub_files}" ${iface} ${lenient})

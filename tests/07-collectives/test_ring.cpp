@@ -93,7 +93,7 @@ std::string label(std::size_t n, int w) { return "n=" + std::to_string(n) + " W=
 // 07.1: chunks
 // ---------------------------------------------------------------------------------------------
 
-TEST_CASE("chunk_of splits n into balanced contiguous chunks", "[cpu][07.1]") {
+TEST_CASE("chunk_of splits n into balanced contiguous chunks", "[cpu][07.1][any-width]") {
   const std::size_t huge = std::numeric_limits<std::size_t>::max();  // n · i overflows: use n / parts
   for (std::size_t n : {0ul, 1ul, 2ul, 3ul, 7ul, 10ul, 100ul, 65537ul, (1ul << 20) + 3, huge, huge - 1}) {
     for (int parts : {1, 2, 3, 4, 7}) {

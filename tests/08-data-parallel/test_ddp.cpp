@@ -286,7 +286,7 @@ void check_equivalence(Communicator& comm, const Run& run, const std::string& hi
 // 08.1: the sampler
 // ---------------------------------------------------------------------------------------------
 
-TEST_CASE("distributed_sampler shuffles and pads or cuts and strides like PyTorch's", "[cpu][08.1]") {
+TEST_CASE("distributed_sampler shuffles and pads or cuts and strides like PyTorch's", "[cpu][08.1][any-width]") {
   for (std::size_t n : {0ul, 1ul, 2ul, 5ul, 10ul, 403ul, 1000ul}) {
     for (int w : {1, 2, 3, 4, 7}) {
       for (bool drop_last : {false, true}) {
@@ -351,7 +351,7 @@ TEST_CASE("the ranks' samples cover the data once per epoch without overlap", "[
 // 08.4: the bucket rule
 // ---------------------------------------------------------------------------------------------
 
-TEST_CASE("assign_buckets closes a bucket once it reaches its limit walking from the last parameter", "[cpu][08.4]") {
+TEST_CASE("assign_buckets closes a bucket once it reaches its limit walking from the last parameter", "[cpu][08.4][any-width]") {
   using Buckets = std::vector<std::vector<std::size_t>>;
   struct Example {
     std::vector<std::size_t> bytes;

@@ -72,11 +72,14 @@ std::vector<std::size_t> partition(const std::vector<double>& layer_flops, int s
 /// 0 ≤ stage < stages and micro ≥ 1.
 Schedule gpipe(int stage, int stages, int micro);
 
-/// TODO(09.3): 1F1B (PipeDream-Flush; Narayanan et al., 2021): min(p − s − 1, m) warm-up
-/// forwards, then pairs of one forward and one backward while forwards remain, then the
-/// remaining backwards; forwards and backwards each in micro-batch order. At most p − s
-/// micro-batches' activations are alive on stage s at any time. Receives and sends placed as
-/// in gpipe(). Same arguments and errors as gpipe().
+/// TODO(09.3): 1F1B (PipeDream-Flush; Narayanan et al., 2021): warm-up forwards, then pairs of
+/// one forward and one backward while forwards remain, then the remaining backwards; forwards and
+/// backwards each in micro-batch order. The warm-up on stage s is as many forwards as it can run
+/// while micro-batch 0 goes on to the last stage and its gradient comes back to s (a stage never
+/// waits idle when it has a forward to run), and never more than there are micro-batches; the
+/// count is yours to derive (lesson 09, TODO(09.3)) and the tests check it. At most p − s
+/// micro-batches' activations are alive on stage s at any time. Receives and sends placed as in
+/// gpipe(). Same arguments and errors as gpipe().
 Schedule one_f_one_b(int stage, int stages, int micro);
 
 /// TODO(09.5) stretch: interleaved 1F1B (Narayanan et al., 2021, §2.2) for @p rank of @p ranks

@@ -193,7 +193,7 @@ const char* kRulesHint =
 // 09.1 the partition
 // ---------------------------------------------------------------------------------------------
 
-TEST_CASE("partition minimises the largest stage and takes the earliest of equal cuts", "[cpu][09.1]") {
+TEST_CASE("partition minimises the largest stage and takes the earliest of equal cuts", "[cpu][09.1][any-width]") {
   struct Row {
     std::vector<double> flops;
     int stages;
@@ -283,7 +283,7 @@ bool check_schedules(const std::string& name, const std::vector<Schedule>& got, 
 
 }  // namespace
 
-TEST_CASE("gpipe: every forward then every backward with no deadlock and the bubble (p - 1)/(m + p - 1)", "[cpu][09.2]") {
+TEST_CASE("gpipe: every forward then every backward with no deadlock and the bubble (p - 1)/(m + p - 1)", "[cpu][09.2][any-width]") {
   for (int p = 1; p <= 4; ++p) {
     for (int m : micro_counts(p)) {
       std::string threw;
@@ -306,7 +306,7 @@ TEST_CASE("gpipe: every forward then every backward with no deadlock and the bub
   }
 }
 
-TEST_CASE("one_f_one_b: min(p - s - 1 and m) warm-up forwards with no deadlock and at most p - s alive", "[cpu][09.3]") {
+TEST_CASE("one_f_one_b: each stage's warm-up and no deadlock and at most p - s alive", "[cpu][09.3][any-width]") {
   for (int p = 1; p <= 4; ++p) {
     for (int m : micro_counts(p)) {
       std::string threw;
@@ -318,9 +318,9 @@ TEST_CASE("one_f_one_b: min(p - s - 1 and m) warm-up forwards with no deadlock a
         for (int s = 0; s < p; ++s) {
           const int seen = lab09::check::forwards_before_first_backward(got[static_cast<std::size_t>(s)]), want = std::min(p - s, m);
           check_fact(seen == want, at("one_f_one_b's warm-up on stage " + std::to_string(s), p, m),
-                     std::to_string(seen) + " forwards before the first backward, expected min(p − s, m) = " + std::to_string(want) +
-                         " (a warm-up of min(p − s − 1, m), then the first steady forward)",
-                     "stage s runs p − s − 1 forwards before its first backward can start: that is how long micro-batch 0 takes to come back from the last stage");
+                     std::to_string(seen) + " forwards before the first backward (the warm-up and the first steady forward), expected " +
+                         std::to_string(want),
+                     "count what stage s can run while micro-batch 0 travels to the last stage and its gradient comes back; then mind m");
         }
         for (int s = 0; s < p; ++s) {
           check_fact(rep.peak_alive[static_cast<std::size_t>(s)] <= std::min(p - s, m), at("one_f_one_b keeps at most p − s micro-batches alive on stage " + std::to_string(s), p, m),
@@ -328,12 +328,12 @@ TEST_CASE("one_f_one_b: min(p - s - 1 and m) warm-up forwards with no deadlock a
         }
       }
       (void)check_schedules("one_f_one_b", got, threw, p, 1, m, [&](int s) { return spec_1f1b(s, p, m); },
-                            "warm-up min(p − s − 1, m) forwards, then forward(i + warm-up) and backward(i) in turn, then the backwards left");
+                            "the warm-up forwards, then one forward and one backward in turn while forwards remain, then the backwards left");
     }
   }
 }
 
-TEST_CASE("interleaved: v chunks per rank divide the bubble by v", "[cpu][09.5][stretch]") {
+TEST_CASE("interleaved: v chunks per rank divide the bubble by v", "[cpu][09.5][stretch][any-width]") {
   for (int p = 2; p <= 4; ++p) {
     for (int v : {2, 3}) {
       for (int m : {p, 2 * p, 4 * p}) {
@@ -354,7 +354,7 @@ TEST_CASE("interleaved: v chunks per rank divide the bubble by v", "[cpu][09.5][
   check_fact(threw, "interleaved with m = 6 on p = 4 throws std::invalid_argument (m must be a multiple of p)", threw ? "it does" : "it did not");
 }
 
-TEST_CASE("the schedule checker finds a deadlock and a missing send and a message out of order", "[cpu][checker]") {
+TEST_CASE("the schedule checker finds a deadlock and a missing send and a message out of order", "[cpu][checker][any-width]") {
   // The checker is the tests' tool; its own test runs with yours so that a verdict never rests on
   // a checker that cannot fail.
   using lab09::check::simulate;

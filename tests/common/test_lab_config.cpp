@@ -63,6 +63,18 @@ TEST_CASE("the case list gives tags and TODOs and the stretch goals", "[cpu]") {
   CHECK(stretch_todos(lab, cases) == std::vector<std::string>{"03.6"});
 }
 
+TEST_CASE("the case named by --case is the exact name or else the one case whose name holds the text ignoring case", "[cpu]") {
+  const auto cases = parse_case_list("cpu\tthe bubble with 20/40 ms stages\t[cpu]\ncpu\tthe bubble with real compute\t[cpu][perf]\n"
+                                     "cpu\tthe bubble\t[cpu]\ncpu\tpartition\t[cpu][any-width]\n");
+  REQUIRE(cases.size() == 4);
+  CHECK(cases_named(cases, "the bubble").size() == 1);  // exact wins over the two that hold it
+  CHECK(cases_named(cases, "REAL compute").front().name == "the bubble with real compute");
+  CHECK(cases_named(cases, "bubble with").size() == 2);  // ambiguous: the grader lists both
+  CHECK(cases_named(cases, "pipeline").empty());
+  CHECK(cases_named(cases, "").empty());
+  CHECK(cases[3].has_tag("any-width"));
+}
+
 TEST_CASE("a stretch case reached says which TODO's work it credits and one not reached is not counted", "[cpu]") {
   // Lab 09's executor (09.4) on the tests' interleaved schedule passes while interleaved() (09.5) is empty:
   // its line must credit 09.4, not read as the stretch TODO done.

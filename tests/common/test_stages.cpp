@@ -9,6 +9,7 @@
 #include "emulation.hpp"
 #include "grade_stages.hpp"
 #include "plants.hpp"
+#include "selftest_table.hpp"
 
 using namespace gpulab::cli;
 using nlohmann::json;
@@ -186,8 +187,8 @@ TEST_CASE("a performance check reads its figures from the records and its rules 
   check.data = data;
   describe_performance(check, mine, theirs, false, PerfSpec{0.6, 0.85, "coalesce"}, v, rules, {});
   CHECK(check.status == Status::kPass);
-  CHECK(check.details[0] == "yours 3000 GB/s (75.0 % of D2D cudaMemcpy 4000 GB/s)");
-  CHECK(check.details[1].find("yours = 83.3 % of it, need ≥ 60 %") != std::string::npos);
+  CHECK(check.details[0] == "yours 3000 GB/s = 75.0 % of D2D cudaMemcpy 4000 GB/s (medians over 1 run; the % is the median of each run's own ratio)");
+  CHECK(check.details[1].find("yours = 83.3 % of it (75.0 / 90.0), need ≥ 60 %") != std::string::npos);
   CHECK(check.details.back().find("at least 1 rounds") != std::string::npos);
   CHECK(check.details.back().find("above 2 %") != std::string::npos);
   CHECK(check.details.back().find("each run: median of 11 CUDA-event samples") != std::string::npos);
@@ -280,4 +281,18 @@ TEST_CASE("a changed tree names the first file that changed", "[cpu]") {
   CHECK(first_tree_change(before, {{"a.cu", "1"}, {"b.cu", "3"}}, "labs/x/") == "labs/x/b.cu changed");
   CHECK(first_tree_change(before, {{"a.cu", "1"}}, "") == "b.cu was removed");
   CHECK(first_tree_change(before, {{"a.cu", "1"}, {"b.cu", "2"}, {"c.cu", "4"}}, "") == "c.cu was added");
+}
+
+TEST_CASE("selftest's time table files each row under its stage", "[cpu]") {
+  using gpulab::cli::stage_of;
+  CHECK(stage_of("build (everything, skeletons and mutants included)") == "build");
+  CHECK(stage_of("unit tests (ctest)") == "unit tests");
+  CHECK(stage_of("lab 04 mutant 04.2 fails its tests") == "mutants");
+  CHECK(stage_of("lab 04 skeleton fails its tests") == "mutants");
+  CHECK(stage_of("lab 07 skeleton and mutants keep the symbol rules") == "symbols");
+  CHECK(stage_of("lab 09 reference graded") == "reference");
+  CHECK(stage_of("lab 08 planted: calls MPI_Allreduce directly") == "plants");
+  CHECK(stage_of("lab 08 lesson has a section per TODO") == "lesson");
+  CHECK(stage_of("sync --check") == "sync");
+  CHECK(stage_of("every lab.json loads") == "other");
 }

@@ -83,7 +83,12 @@ inline void record_performance(const std::string& metric, double value, const st
   report::record(extra);
   INFO(metric << ": " << value << ' ' << unit << " (" << baseline_name << ": " << baseline << ' '
               << unit << ')');
-  CHECK(value > 0.0);
+  // Nothing measured is a failure with its reason on the scorecard, not a bare assertion.
+  if (!(value > 0.0)) {
+    check_fact(false, metric + " measured something",
+               "0 " + unit + ": the work this case times did not run, or did nothing",
+               "make this TODO's correctness cases pass first: a performance case times work that must already be right");
+  }
 }
 
 }  // namespace gpulab::testing

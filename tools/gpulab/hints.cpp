@@ -4,11 +4,47 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
 
 #include "lab_config.hpp"
 #include "regions.hpp"
 
 namespace gpulab::cli {
+namespace {
+
+/// The course's own headers ("nn.hpp") that @p file includes, directly or through the lab's
+/// interface headers in @p tests_dir, in the order met.
+void library_headers(const fs::path& file, const fs::path& tests_dir, std::set<std::string>& seen, std::vector<std::string>& out) {
+  if (!fs::is_regular_file(file) || !seen.insert(file.string()).second) return;
+  std::istringstream in(read_text(file));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("#include \"", 0) != 0) continue;
+    const std::size_t end = line.find('"', 10);
+    if (end == std::string::npos) continue;
+    const std::string name = line.substr(10, end - 10);
+    if (name.rfind("gpulab/", 0) == 0) {
+      if (std::find(out.begin(), out.end(), name.substr(7)) == out.end()) out.push_back(name.substr(7));
+    } else {
+      library_headers(tests_dir / name, tests_dir, seen, out);
+    }
+  }
+}
+
+/// " The library calls checkpoint.cpp can make are declared in common/include/gpulab/nn.hpp." ("" when
+/// it uses none): the API a TODO needs is part of its first hint, not a thing to guess.
+std::string library_note(const LabConfig& lab, const std::string& file) {
+  std::set<std::string> seen;
+  std::vector<std::string> headers;
+  library_headers(lab.labs / file, lab.tests, seen, headers);
+  if (headers.empty()) return "";
+  std::string list = "common/include/gpulab/" + headers.front();
+  for (std::size_t i = 1; i < headers.size(); ++i) list += (i + 1 == headers.size() ? " and " : ", ") + headers[i];
+  return " The library calls " + file + " can make are declared in " + list + ".";
+}
+
+}  // namespace
 
 int hint(const Paths& paths, const std::string& lab_arg, const std::string& todo_arg, int level, bool reset) {
   // Both `hint 06 2` and `hint 06.2` (the TODO's own name, as the lessons and the skeletons write it).
@@ -24,8 +60,12 @@ int hint(const Paths& paths, const std::string& lab_arg, const std::string& todo
   }
   // The TODOs, with their titles, from the reference's regions (titles only: never the code).
   std::vector<Region> regions;
+  std::map<std::string, std::string> file_of;  // TODO id → the lab file that holds it
   for (const std::string& f : lab->sources) {
-    for (Region& r : parse_regions(read_text(lab->solutions / f), (lab->solutions / f).string(), lab->number)) regions.push_back(r);
+    for (Region& r : parse_regions(read_text(lab->solutions / f), (lab->solutions / f).string(), lab->number)) {
+      file_of[r.id] = f;
+      regions.push_back(r);
+    }
   }
   // In TODO order (02.2 before 02.10), not file order.
   auto minor = [](const Region& r) { return std::stoi(r.id.substr(r.id.find('.') + 1)); };
@@ -35,7 +75,7 @@ int hint(const Paths& paths, const std::string& lab_arg, const std::string& todo
     // The lesson poses the problem first; the lab's rungs then go from a nudge to the whole recipe.
     std::vector<std::string> steps = {"Read lessons/" + lab->slug + ".md, section \"TODO(" + r.id +
                                       ")\": what this TODO must achieve and why; the contract is in the header beside the tests (tests/" +
-                                      lab->slug + "/)."};
+                                      lab->slug + "/)." + library_note(*lab, file_of[r.id])};
     if (it != lab->todo_hints.end()) steps.insert(steps.end(), it->second.begin(), it->second.end());
     return steps;
   };

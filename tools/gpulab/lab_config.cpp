@@ -3,6 +3,7 @@
 #include "lab_config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -242,6 +243,22 @@ std::vector<CaseInfo> parse_case_list(const std::string& listing) {
     }
   }
   return cases;
+}
+
+std::vector<CaseInfo> cases_named(const std::vector<CaseInfo>& cases, const std::string& name) {
+  for (const CaseInfo& c : cases) {
+    if (c.name == name) return {c};
+  }
+  auto lower = [](std::string t) {
+    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return t;
+  };
+  const std::string want = lower(name);
+  std::vector<CaseInfo> found;
+  for (const CaseInfo& c : cases) {
+    if (!want.empty() && lower(c.name).find(want) != std::string::npos) found.push_back(c);
+  }
+  return found;
 }
 
 std::vector<CaseInfo> listed_cases(const Paths& paths, const LabConfig& lab) {

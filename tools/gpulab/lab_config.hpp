@@ -152,6 +152,9 @@ struct CaseInfo {
 };
 /// Parses `--gpulab-list` output: one case per line, "kind<TAB>name<TAB>tags[<TAB>file]".
 std::vector<CaseInfo> parse_case_list(const std::string& listing);
+/// The cases --case @p name picks: the one of exactly that name, else those whose name holds
+/// @p name, ignoring case ("bubble" picks every bubble case).
+std::vector<CaseInfo> cases_named(const std::vector<CaseInfo>& cases, const std::string& name);
 /// The cases the reference's last build listed (build/labinfo/NN-cases.txt); empty before it.
 std::vector<CaseInfo> listed_cases(const Paths& paths, const LabConfig& lab);
 /// The part (from 1) of @p lab whose test files hold @p c; 0 when the lab has no parts or none does.

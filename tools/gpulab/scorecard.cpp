@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -130,9 +131,12 @@ void Scorecard::print_summary(const std::string& not_run_reason) const {
     *out_ << ")";
   }
   if (n.stretch > 0) *out_ << ", " << n.stretch << " stretch goal" << (n.stretch > 1 ? "s" : "") << " not reached (not counted)";
-  if (n.not_run > 0 && !not_run_reason.empty()) *out_ << " [" << not_run_reason << "]";
+  // A usage error (--case naming no single case) is not the machine's fault: say so, not the GPU's.
+  const bool usage = std::any_of(checks_.begin(), checks_.end(), [](const Check& c) { return c.data.value("usage", false); });
+  if (usage) *out_ << " [--case must name one test case]";
+  else if (n.not_run > 0 && !not_run_reason.empty()) *out_ << " [" << not_run_reason << "]";
   *out_ << "  →  exit " << exit_code() << '\n';
-  if (n.failed == 0 && n.not_run > 0) {
+  if (n.failed == 0 && n.not_run > 0 && !usage) {
     *out_ << "  The checks marked N/A or EMU could not run on a GPU here; none of them is counted as passed.\n"
              "  ./gpulab doctor shows what this machine lacks; grade where it is present to complete the grade.\n";
   }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <set>
@@ -274,9 +275,109 @@ void check_lab(const Paths& paths, const LabConfig& lab, const SelftestOptions& 
   }
 }
 
+/// The labs in two queues side by side, each queue in a process of its own: the distributed labs
+/// in one, the others in the other. Run one after another they left a core idle most of the time
+/// (a grade waits on a compiler, a time limit or sleeping ranks); side by side, the timing gates
+/// of labs 07-09 run beside the other queue's load, which they must bear anyway (every gate is
+/// judged against a yardstick measured beside it, scripts/load-check). Builds are serialized by
+/// the build tree's lock (build.hpp). Each queue's output goes to build/selftest/queue-K.log; its
+/// rows are printed here as they come, and the whole log of a queue with a failure at the end.
+void check_labs_side_by_side(const Paths& paths, const std::vector<LabConfig>& labs, const SelftestOptions& options, bool gpu, Table& table) {
+  std::vector<std::vector<const LabConfig*>> queues(2);
+  for (const LabConfig& lab : labs) queues[lab.distributed() ? 0 : 1].push_back(&lab);
+  const fs::path dir = paths.build / "selftest";
+  struct Queue {
+    pid_t pid = -1;
+    fs::path log, rows;
+    std::size_t shown = 0;  // bytes of the log already scanned
+    bool done = false;
+    int status = 0;
+  };
+  std::vector<Queue> running;
+  for (std::size_t k = 0; k < queues.size(); ++k) {
+    if (queues[k].empty()) continue;
+    Queue q;
+    q.log = dir / ("queue-" + std::to_string(k + 1) + ".log");
+    q.rows = dir / ("queue-" + std::to_string(k + 1) + ".json");
+    fs::remove(q.rows);
+    std::cout << "selftest: queue " << k + 1 << ":";
+    for (const LabConfig* lab : queues[k]) std::cout << " " << lab->number;
+    std::cout << " (its whole output: " << fs::relative(q.log, paths.root).string() << ")" << std::endl;
+    std::fflush(stdout);
+    q.pid = fork();
+    if (q.pid == 0) {
+      const int fd = open(q.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+      }
+      int code = 0;
+      try {
+        Table own(dir / ("queue-" + std::to_string(k + 1) + "-table.json"));
+        for (const LabConfig* lab : queues[k]) check_lab(paths, *lab, options, gpu, own);
+        write_text(q.rows, own.rows_json().dump(2) + "\n");
+      } catch (const std::exception& e) {
+        std::cout << "selftest: queue stopped: " << e.what() << std::endl;
+        code = 1;
+      }
+      std::cout.flush();
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    running.push_back(q);
+  }
+  // The rows as they come (both logs scanned for "selftest: " lines), until both queues are done.
+  auto show_new_lines = [](Queue& q) {
+    std::string text;
+    try {
+      text = fs::exists(q.log) ? read_text(q.log) : "";
+    } catch (const std::exception&) {
+      return;
+    }
+    for (std::size_t end = text.find('\n', q.shown); end != std::string::npos; end = text.find('\n', q.shown)) {
+      const std::string line = text.substr(q.shown, end - q.shown);
+      q.shown = end + 1;
+      if (line.rfind("selftest: PASS", 0) == 0 || line.rfind("selftest: FAIL", 0) == 0 || line.rfind("selftest: SKIP", 0) == 0) {
+        std::cout << line << '\n';
+      }
+    }
+    std::cout.flush();
+  };
+  for (bool all_done = false; !all_done;) {
+    all_done = true;
+    for (Queue& q : running) {
+      if (!q.done && waitpid(q.pid, &q.status, WNOHANG) == q.pid) q.done = true;
+      show_new_lines(q);
+      all_done = all_done && q.done;
+    }
+    if (!all_done) usleep(300000);
+  }
+  std::vector<nlohmann::json> rows;
+  for (Queue& q : running) {
+    nlohmann::json got = fs::exists(q.rows) ? nlohmann::json::parse(read_text(q.rows), nullptr, false) : nlohmann::json();
+    const bool failed_row = got.is_array() && std::any_of(got.begin(), got.end(), [](const nlohmann::json& r) { return r.value("status", "") == "fail"; });
+    if (!got.is_array()) {
+      got = nlohmann::json::array({{{"step", "queue " + q.log.stem().string()}, {"status", "fail"},
+                                    {"detail", "ended without its rows (exit status " + std::to_string(q.status) + "); see " + q.log.string()}}});
+    }
+    if (failed_row || !fs::exists(q.rows)) {
+      std::cout << "\n---------------- " << q.log.string() << " (a queue with a failure: its whole output) ----------------\n"
+                << read_text(q.log) << std::endl;
+    }
+    for (const auto& r : got) rows.push_back(r);
+  }
+  // In lab order, as one queue would have printed them.
+  std::stable_sort(rows.begin(), rows.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a.value("step", "").substr(0, 6) < b.value("step", "").substr(0, 6);
+  });
+  table.append(rows);
+}
+
 }  // namespace
 
 int selftest(const Paths& paths, const SelftestOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
   Table table(paths.build / "selftest" / "selftest.json");
   const bool gpu = gpu_visible();
   std::cout << "selftest: " << (gpu ? "a GPU is visible: GPU cases run" : "no GPU visible: GPU cases are skipped or emulated, never passed") << "\n";
@@ -295,10 +396,15 @@ int selftest(const Paths& paths, const SelftestOptions& options) {
     table.add("every lab.json loads", "fail", e.what());
     return table.finish();
   }
+  std::vector<LabConfig> chosen;
   for (const LabConfig& lab : labs) {
-    if (options.lab.empty() || lab.number == options.lab || lab.slug == options.lab || "0" + options.lab == lab.number) {
-      check_lab(paths, lab, options, gpu, table);
-    }
+    if (options.lab.empty() || lab.number == options.lab || lab.slug == options.lab || "0" + options.lab == lab.number) chosen.push_back(lab);
+  }
+  bool side_by_side = options.jobs > 1 && chosen.size() > 1;
+  if (side_by_side) {
+    check_labs_side_by_side(paths, chosen, options, gpu, table);
+  } else {
+    for (const LabConfig& lab : chosen) check_lab(paths, lab, options, gpu, table);
   }
   const auto changed = learner_changes(paths, labs);
   if (!changed.empty()) {
@@ -307,6 +413,7 @@ int selftest(const Paths& paths, const SelftestOptions& options) {
     const SyncReport s = sync_labs(paths, labs, /*check=*/true, /*force=*/false);
     table.add("sync --check", s.drift.empty() ? "pass" : "fail", s.drift.empty() ? "" : s.drift.front());
   }
+  if (side_by_side) table.set_wall_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return table.finish();
 }
 

@@ -22,6 +22,13 @@ class Table {
   /// Prints the summary, the time per stage and the last line, writes the JSON; the exit code
   /// (0: nothing failed).
   int finish() const;
+  /// The rows as JSON (a queue of labs run in another process hands them over this way), and
+  /// rows from such JSON appended, as they were (not printed again, their seconds kept).
+  nlohmann::json rows_json() const;
+  void append(const nlohmann::json& rows);
+  /// The wall time selftest took, when the labs ran side by side (the rows' seconds then add up
+  /// to more); 0: the rows' sum.
+  void set_wall_seconds(double s) { wall_seconds_ = s; }
 
  private:
   struct Row {
@@ -31,11 +38,12 @@ class Table {
   fs::path json_file_;
   std::vector<Row> rows_;
   std::chrono::steady_clock::time_point last_;
+  double wall_seconds_ = 0;
 };
 
-/// The stage a selftest row belongs to, for the time table: "build", "unit tests", "skeleton and
-/// mutants fail", "symbol rules", "reference graded", "plants", "lesson and plants' manifest",
-/// "sync --check" (and "other").
+/// The stage a selftest row belongs to, for the time table: "build", "unit tests", "mutants" (the
+/// skeleton and each mutant fail their tests), "symbols" (they keep the symbol rules), "reference"
+/// (graded), "plants", "lesson" (a section per TODO, the plants' manifest), "sync" (and "other").
 std::string stage_of(const std::string& step);
 
 /// nvidia-smi lists a GPU.

@@ -35,14 +35,25 @@ void Table::add(const std::string& step, const std::string& status, const std::s
 std::string stage_of(const std::string& step) {
   if (step.rfind("build", 0) == 0) return "build";
   if (step.rfind("unit tests", 0) == 0) return "unit tests";
-  if (step.rfind("sync --check", 0) == 0) return "sync --check";
+  if (step.rfind("sync --check", 0) == 0) return "sync";
   if (step.rfind("lab ", 0) != 0) return "other";
   if (step.find(" planted: ") != std::string::npos) return "plants";
-  if (step.find(" fails its tests") != std::string::npos) return "skeleton and mutants fail";
-  if (step.find(" keep the symbol rules") != std::string::npos) return "symbol rules";
-  if (step.find(" reference graded") != std::string::npos) return "reference graded";
-  if (step.find(" lesson ") != std::string::npos || step.find(" plants") != std::string::npos) return "lesson and plants' manifest";
+  if (step.find(" fails its tests") != std::string::npos) return "mutants";
+  if (step.find(" keep the symbol rules") != std::string::npos) return "symbols";
+  if (step.find(" reference graded") != std::string::npos) return "reference";
+  if (step.find(" lesson ") != std::string::npos || step.find(" plants") != std::string::npos) return "lesson";
   return "other";
+}
+
+nlohmann::json Table::rows_json() const {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Row& r : rows_) rows.push_back({{"step", r.step}, {"status", r.status}, {"detail", r.detail}, {"seconds", r.seconds}});
+  return rows;
+}
+
+void Table::append(const nlohmann::json& rows) {
+  for (const auto& r : rows) rows_.push_back({r.value("step", ""), r.value("status", "fail"), r.value("detail", ""), r.value("seconds", 0.0)});
+  last_ = std::chrono::steady_clock::now();
 }
 
 int Table::finish() const {
@@ -66,9 +77,11 @@ int Table::finish() const {
     total += r.seconds;
     rows.push_back({{"step", r.step}, {"status", r.status}, {"detail", r.detail}, {"stage", stage}, {"seconds", r.seconds}});
   }
-  std::cout << "\n  where the time went (seconds; each step's time runs from the row before it to its own)\n";
+  std::cout << "\n  where the time went (seconds; each step's time runs from the row before it to its own)\n"
+               "  mutants: the skeleton and each mutant fail their tests; symbols: they keep the symbol rules;\n"
+               "  reference: the reference graded; lesson: a section per TODO and the plants' manifest\n";
   std::cout << "  " << std::string(6, ' ');
-  for (const auto& [stage, s] : by_stage) std::printf(" %14.14s", stage.c_str());
+  for (const auto& [stage, s] : by_stage) std::printf(" %10.10s", stage.c_str());
   std::printf(" %9s\n", "total");
   std::cout.flush();
   for (const auto& [lab, stages] : by_lab) {
@@ -77,21 +90,26 @@ int Table::finish() const {
     for (const auto& [stage, s] : by_stage) {
       const auto it = stages.find(stage);
       sum += it == stages.end() ? 0 : it->second;
-      if (it == stages.end()) std::printf(" %14s", "");
-      else std::printf(" %14.1f", it->second);
+      if (it == stages.end()) std::printf(" %10s", "");
+      else std::printf(" %10.1f", it->second);
     }
     std::printf(" %9.1f\n", sum);
   }
   std::printf("  %-6s", "all");
-  for (const auto& [stage, s] : by_stage) std::printf(" %14.1f", s);
-  std::printf(" %9.1f\n\n", total);
+  for (const auto& [stage, s] : by_stage) std::printf(" %10.1f", s);
+  std::printf(" %9.1f\n", total);
+  if (wall_seconds_ > 0) {
+    std::printf("  (the labs ran in two queues side by side: %.0f s of steps in %.0f s of wall time)\n", total, wall_seconds_);
+  }
+  std::printf("\n");
   std::fflush(stdout);
   nlohmann::json stages = nlohmann::json::object();
   for (const auto& [stage, s] : by_stage) stages[stage] = s;
   write_text(json_file_, nlohmann::json{{"rows", rows}, {"passed", passed}, {"failed", failed}, {"skipped", skipped},
-                                        {"seconds", total}, {"seconds_by_stage", stages}}.dump(2) + "\n");
+                                        {"seconds", total}, {"wall_seconds", wall_seconds_ > 0 ? wall_seconds_ : total},
+                                        {"seconds_by_stage", stages}}.dump(2) + "\n");
   std::cout << "selftest: " << passed << " passed, " << failed << " failed, " << skipped << " skipped"
-            << " in " << format_seconds(total) << std::endl;
+            << " in " << format_seconds(wall_seconds_ > 0 ? wall_seconds_ : total) << std::endl;
   return failed == 0 ? 0 : 1;
 }
 

@@ -40,14 +40,19 @@ bool list_cases(GradeContext& ctx, Scorecard& card) {
   if (ctx.options.cases.empty()) return true;
   std::vector<CaseInfo> chosen;
   for (const std::string& name : ctx.options.cases) {
-    const auto it = std::find_if(ctx.cases.begin(), ctx.cases.end(), [&](const CaseInfo& c) { return c.name == name; });
-    if (it == ctx.cases.end()) {
-      std::string names;
-      for (const CaseInfo& c : ctx.cases) names += "\n  " + c.name;
-      card.add(Check::failure("--case " + name, Kind::kBuild, "lab " + ctx.lab.number + " has no test case of that name; its cases:" + names));
+    const std::vector<CaseInfo> found = cases_named(ctx.cases, name);
+    if (found.size() != 1) {
+      // A usage error, not a verdict on the code: N/A (exit 2), with the names to choose from.
+      Check c = Check::failure("--case " + name, Kind::kBuild,
+                               found.empty() ? "lab " + ctx.lab.number + " has no test case whose name holds that; its cases:"
+                                             : std::to_string(found.size()) + " cases of lab " + ctx.lab.number + " hold that; say which:");
+      for (const CaseInfo& named : found.empty() ? ctx.cases : found) c.details.push_back("  " + named.name);
+      c.status = Status::kNotRun;
+      c.data["usage"] = true;  // the summary says so instead of blaming the machine
+      card.add(c);
       return false;
     }
-    chosen.push_back(*it);
+    chosen.push_back(found.front());
   }
   ctx.cases = chosen;
   return true;
@@ -143,7 +148,10 @@ bool stage_correctness(GradeContext& ctx, Scorecard& card) {
       if (!untampered(ctx, card)) return false;
       continue;
     }
-    for (int w : widths) {
+    // A case whose tests compute the same on every rank at every width ([any-width]: pure
+    // functions such as a partition or a schedule's lists) runs at the first width only.
+    const std::vector<int> case_widths = c.has_tag("any-width") ? std::vector<int>{widths.front()} : widths;
+    for (int w : case_widths) {
       if (ctx.hung_widths.count(w)) {
         card.add(not_run_after_hang(c, w));
         continue;

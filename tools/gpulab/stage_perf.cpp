@@ -185,9 +185,14 @@ void describe_performance(Check& check, const PerfSamples& learner, const PerfSa
                             (threshold > 0 ? "; target ≥ " + fixed(100 * threshold, 0) + " %" : " (no absolute target: recorded in BENCHMARKS.md)"));
   } else {
     const double rel = theirs > 0 ? mine / theirs : 0.0;
-    check.details.push_back("yours " + figure(median(learner.value)) + " " + unit + " (" + fixed(100 * mine, 1) + " % of " + base + ")");
-    check.details.push_back("reference " + figure(median(reference.value)) + " " + unit + " (" + fixed(100 * theirs, 1) + " %);  yours = " +
-                            fixed(100 * rel, 1) + " % of it, need ≥ " + fixed(100 * threshold, 0) + " %");
+    // Each run is judged against the baseline measured beside it: the percentages are medians of
+    // those per-run ratios, which can differ from the ratio of the medians printed beside them.
+    const std::size_t runs = learner.value.size();
+    check.details.push_back("yours " + figure(median(learner.value)) + " " + unit + " = " + fixed(100 * mine, 1) + " % of " + base + " (medians over " +
+                            std::to_string(runs) + (runs == 1 ? " run" : " runs") + "; the % is the median of each run's own ratio)");
+    check.details.push_back("reference " + figure(median(reference.value)) + " " + unit + " = " + fixed(100 * theirs, 1) + " % of its baseline;  yours = " +
+                            fixed(100 * rel, 1) + " % of it (" + fixed(100 * mine, 1) + " / " + fixed(100 * theirs, 1) + "), need ≥ " +
+                            fixed(100 * threshold, 0) + " %");
     d["fraction_of_reference"] = rel;
   }
   const std::string who = graded_is_reference ? "reference" : "yours";
