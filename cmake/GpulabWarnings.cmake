@@ -1,11 +1,13 @@
 # gpulab_warnings(<target> STRICT|LENIENT|NONE): the house rules for compiler warnings.
-#   STRICT   -Wall -Wextra as errors: common/, the CLI, the references and the tests
+#   STRICT   -Wall -Wextra as errors: common/, the CLI, the emulator, the references, the tests,
+#            their mains and the Catch2 runner
 #   LENIENT  -Wall -Wextra shown, never errors: the learner's code, skeletons and mutants (whose
 #            stubs legitimately leave variables unused)
-#   NONE     nothing added (the emulator's builds, which rewrite CUDA into C++)
+#   NONE     -w: the emulator's builds of a lab's sources, which rewrite CUDA into C++
 # CUDA files get the same flags for their host code (-Xcompiler) and nvcc's own warnings.
 function(gpulab_warnings target mode)
   if(mode STREQUAL "NONE")
+    target_compile_options(${target} PRIVATE -w)
     return()
   endif()
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>

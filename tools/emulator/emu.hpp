@@ -228,11 +228,24 @@ struct Launch {
   const void* kernel = nullptr;
   Launch(dim3 g, dim3 b, std::size_t dynamic_smem = 0, cudaStream_t s = nullptr)
       : grid(g), block(b), smem(dynamic_smem), stream(s) {}
-  /// Names the kernel (for a capture; the emulator transform, tools/gpulab/emu_transform.cpp, adds it).
+  /// Names the kernel (for a capture; the emulator transform, tools/gpulab/author/emu_transform.cpp, adds it).
   template <class F>
   Launch& of(F* k) {
     kernel = reinterpret_cast<const void*>(k);
     return *this;
+  }
+
+  /// Sets @p f to run the kernel from its start as thread @p id. Its own function, not inline:
+  /// getcontext() may return twice (as setjmp does), and the loop variables of run() must not
+  /// live in a frame that calls it (-Wclobbered).
+  __attribute__((noinline)) static void start_fiber(Fiber& f, dim3 id) {
+    f.id = id;
+    f.state = State::kRunning;
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack.get();
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = &scheduler;
+    makecontext(&f.context, fiber_entry, 0);
   }
 
   void run(std::function<void()> call) {
@@ -255,14 +268,7 @@ struct Launch {
           blockIdx = dim3(bx, by, bz);
           ++block_serial;
           for (unsigned i = 0; i < n; ++i) {
-            Fiber& f = fibers[i];
-            f.id = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
-            f.state = State::kRunning;
-            getcontext(&f.context);
-            f.context.uc_stack.ss_sp = f.stack.get();
-            f.context.uc_stack.ss_size = kStackBytes;
-            f.context.uc_link = &scheduler;
-            makecontext(&f.context, fiber_entry, 0);
+            start_fiber(fibers[i], dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y)));
           }
           // Run every runnable thread to its next barrier, warp sync or end, in thread order;
           // then release a warp whose live lanes all wait at a warp sync, or the block when all
@@ -489,7 +495,7 @@ struct GraphNode { cudaGraphNodeType type; cudaKernelNodeParams kernel; };
 struct Graph { std::vector<GraphNode> nodes; };
 struct Stream { Graph* capture = nullptr; };
 inline Stream* capturing(cudaStream_t s) { return s != nullptr && static_cast<Stream*>(s)->capture ? static_cast<Stream*>(s) : nullptr; }
-/// Static shared memory per kernel, registered by the emulator transform (tools/gpulab/emu_transform.cpp) from the declarations.
+/// Static shared memory per kernel, registered by the emulator transform (tools/gpulab/author/emu_transform.cpp) from the declarations.
 inline std::vector<std::pair<const void*, std::size_t>>& static_shared_table() {
   static std::vector<std::pair<const void*, std::size_t>> t;
   return t;
@@ -636,7 +642,7 @@ inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b)
   return cudaSuccess;
 }
 /// Registers and local memory are unknown here (0); static shared memory comes from the
-/// declarations (tools/gpulab/emu_transform.cpp).
+/// declarations (tools/gpulab/author/emu_transform.cpp).
 inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void* kernel) {
   std::memset(a, 0, sizeof *a);
   a->maxThreadsPerBlock = 1024;

@@ -7,13 +7,13 @@
 #include <regex>
 #include <sstream>
 
-#include "build.hpp"
-#include "docs.hpp"
-#include "emu_transform.hpp"
-#include "lab_config.hpp"
-#include "plot.hpp"
-#include "regions.hpp"
-#include "sync.hpp"
+#include "author/emu_transform.hpp"
+#include "author/sync.hpp"
+#include "base/lab_config.hpp"
+#include "base/regions.hpp"
+#include "docs/docs.hpp"
+#include "grade/build.hpp"
+#include "plot/plot.hpp"
 
 namespace gpulab::cli {
 namespace {

@@ -5,15 +5,15 @@
 #include <string>
 #include <vector>
 
-#include "doctor.hpp"
-#include "emulation.hpp"
-#include "grade.hpp"
-#include "hints.hpp"
-#include "mpi.hpp"
-#include "progress.hpp"
-#include "selftest.hpp"
-#include "summary.hpp"
-#include "watch.hpp"
+#include "author/selftest.hpp"
+#include "grade/emulation.hpp"
+#include "grade/grade.hpp"
+#include "learner/doctor.hpp"
+#include "learner/hints.hpp"
+#include "learner/progress.hpp"
+#include "learner/watch.hpp"
+#include "plot/summary.hpp"
+#include "run/mpi.hpp"
 
 namespace gpulab::cli {
 

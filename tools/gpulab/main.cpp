@@ -5,9 +5,9 @@
 #include <functional>
 #include <iostream>
 
-#include "cluster.hpp"
 #include "commands.hpp"
-#include "verdict.hpp"
+#include "grade/verdict.hpp"
+#include "run/cluster.hpp"
 
 namespace cli = gpulab::cli;
 

@@ -1,0 +1,253 @@
+/// @file test_cluster.cpp
+/// @brief The cluster on one machine (cluster.hpp): the plan's commands, names and addresses, the
+/// state read back from `ip`, mpirun's placement — without root. With root (CI is), an
+/// integration case: two nodes over a 1 Gbit/s link, a ping-pong whose bytes arrive unchanged at
+/// the link's rate, an all-reduce of integers over TCP exact on both ranks, and `down` leaving no
+/// namespace, link or bridge behind.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/process.hpp"
+#include "run/cluster.hpp"
+#include "run/mpi.hpp"
+
+using gpulab::cli::ClusterPlan;
+
+namespace {
+bool has(const std::vector<std::vector<std::string>>& commands, const std::vector<std::string>& c) {
+  return std::find(commands.begin(), commands.end(), c) != commands.end();
+}
+
+/// The [cluster] cases run only where the test main finds root, iproute2 and mpirun (elsewhere
+/// they are reported skipped, exit 77); gpulab-pingpong is then built (it needs MPI) or missing
+/// by mistake, which fails.
+std::string pingpong_program() {
+  const std::string pingpong = std::string(GPULAB_BIN_DIR) + "/gpulab-pingpong";
+  INFO("gpulab-pingpong is built with MPI: " << pingpong);
+  REQUIRE(std::filesystem::exists(pingpong));
+  return pingpong;
+}
+
+/// A two-node cluster at 1 Gbit/s of its own (prefix and subnet apart from the learner's and from
+/// the other case's), up, with a scratch state folder and mpirun placed across it.
+struct ScratchCluster {
+  gpulab::cli::Paths paths;
+  ClusterPlan plan;
+  std::string pingpong = pingpong_program();
+  gpulab::cli::ProcessOptions options;  ///< for run_mpi: 120 s
+  ScratchCluster(const std::string& prefix, const std::string& subnet) {
+    options.timeout_s = 120;
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    paths.root = std::filesystem::temp_directory_path() / ("gpulab-test-" + prefix);
+    paths.build = paths.root / "build";
+    std::filesystem::remove_all(paths.root);
+    std::filesystem::create_directories(paths.root);
+    plan.nodes = 2;
+    plan.link_rate = "1gbit";
+    plan.prefix = prefix;
+    plan.subnet = subnet;
+    up = gpulab::cli::cluster_command(paths, "up", plan) == 0;
+    gpulab::cli::set_mpi_placement(gpulab::cli::cluster_mpirun_args(plan, gpulab::cli::cluster_agent_path(paths)));
+  }
+  ~ScratchCluster() {
+    gpulab::cli::set_mpi_placement({});
+    gpulab::cli::set_mpi_faults({});
+    // A case that stopped early (a failed REQUIRE) still leaves nothing behind.
+    if (!gpulab::cli::discover_cluster(plan.prefix).empty()) (void)gpulab::cli::cluster_command(paths, "down", plan);
+    std::filesystem::remove_all(paths.root);
+  }
+  bool up = false;
+};
+}  // namespace
+
+TEST_CASE("cluster plans are checked before anything is made", "[cpu]") {
+  ClusterPlan p;
+  CHECK(gpulab::cli::check_plan(p).empty());
+  p.link_rate = "1gbit";
+  CHECK(gpulab::cli::check_plan(p).empty());
+  p.link_rate = "2.5gbit";
+  CHECK(gpulab::cli::check_plan(p).empty());
+  p.link_rate = "fast";
+  CHECK(gpulab::cli::check_plan(p).find("not a rate") != std::string::npos);
+  p.link_rate = "1gbit; reboot";
+  CHECK_FALSE(gpulab::cli::check_plan(p).empty());
+  p.link_rate = "";
+  p.nodes = 0;
+  CHECK_FALSE(gpulab::cli::check_plan(p).empty());
+  p.nodes = 65;
+  CHECK_FALSE(gpulab::cli::check_plan(p).empty());
+}
+
+TEST_CASE("cluster up makes a bridge and one namespace and veth pair per node with both ends shaped", "[cpu]") {
+  ClusterPlan p;
+  p.nodes = 3;
+  p.link_rate = "1gbit";
+  const auto c = gpulab::cli::cluster_up_commands(p);
+  CHECK(c.front() == std::vector<std::string>{"ip", "link", "add", "gpulab-br", "type", "bridge"});
+  CHECK(has(c, {"ip", "addr", "add", "10.213.0.1/24", "dev", "gpulab-br"}));
+  CHECK(has(c, {"ip", "netns", "add", "gpulab-n2"}));
+  CHECK(has(c, {"ip", "link", "add", "gpulab-v2", "type", "veth", "peer", "name", "gpulab-e2"}));
+  CHECK(has(c, {"ip", "-n", "gpulab-n2", "addr", "add", "10.213.0.12/24", "dev", "gpulab-e2"}));
+  CHECK(has(c, {"tc", "qdisc", "add", "dev", "gpulab-v1", "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "100ms"}));
+  CHECK(has(c, {"ip", "netns", "exec", "gpulab-n1", "tc", "qdisc", "add", "dev", "gpulab-e1", "root", "tbf", "rate", "1gbit", "burst", "256kb",
+                "latency", "100ms"}));
+  CHECK(c.size() == 3 + 3 * (8 + 2));
+  // Every name carries the prefix, every address the subnet: nothing else is touched.
+  for (const auto& argv : c) {
+    for (const std::string& a : argv) {
+      if (a.rfind("gpulab", 0) == 0) CHECK(a.rfind("gpulab-", 0) == 0);
+      if (a.find('.') != std::string::npos && a.find('/') != std::string::npos) CHECK(a.rfind("10.213.0.", 0) == 0);
+    }
+  }
+  p.link_rate.clear();
+  CHECK(gpulab::cli::cluster_up_commands(p).size() == 3 + 3 * 8);  // unshaped: no tc
+}
+
+TEST_CASE("cluster state is read back from ip and down removes exactly the prefix", "[cpu]") {
+  const std::string netns = "gpulab-n1 (id: 4)\ngpulab-n0 (id: 3)\nsomeone-else\ngpulabx-n0\n";
+  const std::string links =
+      "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\\    link/loopback\n"
+      "2: eth0@if20: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP\n"
+      "7: gpulab-br: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP\n"
+      "9: gpulab-v1@if8: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc tbf master gpulab-br state UP\n"
+      "10: docker0: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500\n";
+  const auto s = gpulab::cli::parse_cluster_state("gpulab", netns, links);
+  CHECK(s.namespaces == std::vector<std::string>{"gpulab-n1", "gpulab-n0"});
+  CHECK(s.links == std::vector<std::string>{"gpulab-br", "gpulab-v1"});
+  const auto down = gpulab::cli::cluster_down_commands(s);
+  CHECK(down == std::vector<std::vector<std::string>>{{"ip", "netns", "del", "gpulab-n1"},
+                                                      {"ip", "netns", "del", "gpulab-n0"},
+                                                      {"ip", "link", "del", "gpulab-br"},
+                                                      {"ip", "link", "del", "gpulab-v1"}});
+  CHECK(gpulab::cli::parse_cluster_state("gpulab", "", "").empty());
+}
+
+TEST_CASE("link rates are read as tc reads them: decimal prefixes and bits", "[cpu]") {
+  CHECK(gpulab::cli::link_rate_bytes_per_s("1gbit") == 125e6);
+  CHECK(gpulab::cli::link_rate_bytes_per_s("100mbit") == 12.5e6);
+  CHECK(gpulab::cli::link_rate_bytes_per_s("2.5gbit") == 312.5e6);
+  CHECK(gpulab::cli::link_rate_bytes_per_s("8bit") == 1.0);
+  CHECK(gpulab::cli::link_rate_bytes_per_s("") == 0.0);       // unshaped
+  CHECK(gpulab::cli::link_rate_bytes_per_s("1gbps") == 0.0);  // not a form check_plan accepts
+}
+
+TEST_CASE("mpirun places ranks round-robin across the nodes over TCP on the subnet", "[cpu]") {
+  ClusterPlan p;
+  p.nodes = 4;
+  p.ranks_per_node = 2;
+  const auto a = gpulab::cli::cluster_mpirun_args(p, "/x/agent.sh");
+  const auto at = [&](const std::string& key) { return std::find(a.begin(), a.end(), key); };
+  REQUIRE(at("-H") != a.end());
+  CHECK(*(at("-H") + 1) == "gpulab-n0:2,gpulab-n1:2,gpulab-n2:2,gpulab-n3:2");
+  CHECK(*(at("--map-by") + 1) == "node");
+  CHECK(*(at("plm_rsh_agent") + 1) == "/x/agent.sh");
+  CHECK(*(at("btl_tcp_if_include") + 1) == "10.213.0.0/24");
+  CHECK(*(at("oob_tcp_if_include") + 1) == "10.213.0.0/24");
+  // No put protocol over TCP (it halves a socket used both ways), and ranks that yield (the nodes share cores).
+  CHECK((*(at("btl_tcp_flags") + 1)).find("put") == std::string::npos);
+  CHECK(*(at("mpi_yield_when_idle") + 1) == "1");
+  CHECK(*(at("--bind-to") + 1) == "none");  // every node would bind its first rank to the same core 0
+  // Each node has a network namespace and a hostname of its own.
+  CHECK(gpulab::cli::cluster_agent_script().find("exec ip netns exec \"$node\" unshare --uts sh -c 'hostname \"$0\" || exit 1; eval \"$1\"' \"$node\" \"$*\"") !=
+        std::string::npos);
+}
+
+TEST_CASE("a two-node cluster over a 1 Gbit/s link moves bytes at the link rate and all-reduces exactly and leaves nothing behind", "[cpu][cluster]") {
+  ScratchCluster cluster("gpltest", "10.213.9");
+  REQUIRE(cluster.up);
+  const gpulab::cli::Paths& paths = cluster.paths;
+  const ClusterPlan& p = cluster.plan;
+  const std::string& pingpong = cluster.pingpong;
+  const gpulab::cli::ProcessOptions& o = cluster.options;
+  const auto state = gpulab::cli::discover_cluster("gpltest");
+  CHECK(state.namespaces.size() == 2);
+  const auto run = gpulab::cli::run_mpi(2, paths.root / "logs", {pingpong}, o);
+  const std::string out = run.rank_output.empty() ? "" : run.rank_output[0];
+  INFO(run.process.output + out);
+  CHECK(run.process.exited(0));
+  const std::size_t b = out.find("beta_gbs ");
+  REQUIRE(b != std::string::npos);
+  const double beta = std::atof(out.c_str() + b + 9);
+  // An all-reduce over TCP across both nodes, exact on integers (checked on every rank).
+  CHECK(out.find("allreduce_exact 2") != std::string::npos);
+  // 1 Gbit/s is 0.125 GB/s: TCP over tbf gets about 94 % of it (measured when this was written).
+  CHECK(beta > 0.125 * 0.6);
+  CHECK(beta < 0.125 * 1.1);
+  // down: kills what runs inside, removes namespaces, veths and the bridge.
+  CHECK(gpulab::cli::cluster_command(paths, "down", p) == 0);
+  CHECK(gpulab::cli::discover_cluster("gpltest").empty());
+}
+
+TEST_CASE("faults are parsed from link-down:NODE@SECONDS and kill:RANK@SECONDS", "[cpu]") {
+  std::string error;
+  const auto a = gpulab::cli::parse_fault("kill:2@1.5", error);
+  CHECK(a.kind == gpulab::cli::MpiFault::Kind::kKill);
+  CHECK(a.target == 2);
+  CHECK(a.at_s == 1.5);
+  const auto b = gpulab::cli::parse_fault("link-down:0@3", error);
+  CHECK(b.kind == gpulab::cli::MpiFault::Kind::kLinkDown);
+  CHECK(b.target == 0);
+  CHECK(gpulab::cli::parse_fault("link-down:x@3", error).target < 0);
+  CHECK(error.find("expected link-down:NODE@SECONDS") != std::string::npos);
+  CHECK(gpulab::cli::parse_fault("kill:1", error).target < 0);
+}
+
+TEST_CASE("a killed rank and a cut link are reported by rank and node and leave no process", "[cpu][cluster]") {
+  ScratchCluster cluster("gplfault", "10.213.8");
+  REQUIRE(cluster.up);
+  const gpulab::cli::Paths& paths = cluster.paths;
+  const ClusterPlan& p = cluster.plan;
+  const std::string& pingpong = cluster.pingpong;
+  const gpulab::cli::ProcessOptions& o = cluster.options;
+  auto contains = [](const std::vector<std::string>& lines, const std::string& text) {
+    for (const std::string& l : lines) {
+      if (l.find(text) != std::string::npos) return true;
+    }
+    return false;
+  };
+  {
+    std::string error;
+    gpulab::cli::set_mpi_faults({gpulab::cli::parse_fault("kill:1@1", error)});
+    const auto run = gpulab::cli::run_mpi(2, paths.root / "logs-kill", {pingpong}, o);
+    std::string said;
+    for (const std::string& l : run.problems) said += l + "; ";
+    INFO(said);
+    CHECK_FALSE(run.process.exited(0));
+    CHECK(contains(run.problems, " s: rank 1 (pid"));  // the time it was found and killed (it may still be starting at 1 s)
+    CHECK(contains(run.problems, "fault injected at "));
+    CHECK(run.process.seconds < 25.0);
+    CHECK(run.leftovers.empty());
+  }
+  {
+    gpulab::cli::MpiFault cut;
+    cut.kind = gpulab::cli::MpiFault::Kind::kLinkDown;
+    cut.target = 1;
+    cut.at_s = 1.0;
+    cut.link = p.bridge_side(1);
+    cut.node = p.node(1);
+    gpulab::cli::set_mpi_faults({cut});
+    // A limit of 6 s, under the fault's own cap (its time + 20 s): the cut is found as soon.
+    gpulab::cli::ProcessOptions shorter = o;
+    shorter.timeout_s = 6;
+    const auto run = gpulab::cli::run_mpi(2, paths.root / "logs-cut", {pingpong}, shorter);
+    std::string said;
+    for (const std::string& l : run.problems) said += l + "; ";
+    INFO(said);
+    CHECK_FALSE(run.process.exited(0));
+    CHECK(contains(run.problems, "fault injected at 1.0 s: the link of gplfault-n1 was cut"));
+    CHECK(run.process.seconds < 6.0 + 5.0);
+    CHECK(run.leftovers.empty());
+  }
+  // Nothing runs inside the namespaces any more, and down removes them.
+  for (int i = 0; i < 2; ++i) CHECK(gpulab::cli::run_process({"ip", "netns", "pids", p.node(i)}).output.empty());
+  CHECK(gpulab::cli::cluster_command(paths, "down", p) == 0);
+  CHECK(gpulab::cli::discover_cluster("gplfault").empty());
+}

@@ -1,0 +1,292 @@
+/// @file lab_config.cpp
+/// @brief lab.json and labinfo, parsed and checked (see lab_config.hpp).
+#include "base/lab_config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "base/regions.hpp"
+
+namespace gpulab::cli {
+namespace {
+
+using json = nlohmann::json;
+
+/// Checks that @p object is an object holding only @p allowed keys.
+void only_keys(const json& object, const std::set<std::string>& allowed, const std::string& where) {
+  if (!object.is_object()) throw ConfigError(where + ": expected an object, found " + object.dump());
+  for (const auto& [key, value] : object.items()) {
+    if (allowed.count(key)) continue;
+    std::string known;
+    for (const auto& k : allowed) known += (known.empty() ? "" : ", ") + k;
+    throw ConfigError(where + ": unknown key \"" + key + "\" (known: " + known + ")");
+  }
+}
+
+/// object[key] as T, or @p fallback when absent; a wrong type names the key.
+template <class T>
+T get(const json& object, const std::string& key, const T& fallback, const std::string& where) {
+  if (!object.contains(key)) return fallback;
+  try {
+    return object.at(key).get<T>();
+  } catch (const json::exception&) {
+    throw ConfigError(where + ": \"" + key + "\" has the wrong type (" + object.at(key).dump() + ")");
+  }
+}
+
+double fraction(const json& object, const std::string& key, const std::string& where) {
+  const double v = get<double>(object, key, 0.0, where);
+  if (v < 0.0 || v > 1.5) throw ConfigError(where + ": \"" + key + "\" must be a fraction (0 to 1.5), not " + std::to_string(v));
+  return v;
+}
+
+std::vector<int> ranks(const json& object, const std::string& key, const std::string& where) {
+  const auto w = get<std::vector<int>>(object, key, {}, where);
+  for (int r : w) {
+    if (r < 1 || r > 256) throw ConfigError(where + ": \"" + key + "\" holds " + std::to_string(r) + " ranks (1 to 256)");
+  }
+  return w;
+}
+
+Variant parse_variant(const json& v, const std::string& where) {
+  only_keys(v, {"target", "exe", "compile", "objects"}, where);
+  return {get<std::string>(v, "target", "", where), get<std::string>(v, "exe", "", where),
+          get<std::vector<std::string>>(v, "compile", {}, where), get<std::vector<std::string>>(v, "objects", {}, where)};
+}
+
+std::map<std::string, Variant> parse_variants(const json& j, const std::string& key, const std::string& where) {
+  std::map<std::string, Variant> out;
+  if (!j.contains(key)) return out;
+  for (const auto& [name, v] : j.at(key).items()) out[name] = parse_variant(v, where + " " + key + "." + name);
+  return out;
+}
+
+/// The checks that need the tree: sources present, hints naming regions that exist.
+void check_against_tree(LabConfig& lab, const std::string& where) {
+  if (lab.sources.empty()) throw ConfigError(where + ": \"sources\" lists no file");
+  std::set<std::string> ids;
+  for (const std::string& f : lab.sources) {
+    const fs::path file = lab.solutions / f;
+    if (!fs::is_regular_file(file)) throw ConfigError(where + ": source \"" + f + "\" is not in solutions/" + lab.slug + "/");
+    for (const Region& r : parse_regions(read_text(file), file.string(), lab.number)) ids.insert(r.id);
+  }
+  for (const auto& [id, steps] : lab.todo_hints) {
+    if (!ids.count(id)) throw ConfigError(where + ": todo_hints names TODO(" + id + "), which no source has");
+  }
+  for (const LabPart& part : lab.parts) {
+    for (const std::string& f : part.tests) {
+      if (!fs::is_regular_file(lab.tests / f)) throw ConfigError(where + ": part \"" + part.title + "\" names test file \"" + f + "\", which tests/" + lab.slug + "/ does not have");
+    }
+  }
+}
+
+}  // namespace
+
+const Variant* BuildInfo::variant(const std::string& name) const {
+  const auto it = variants.find(name);
+  return it == variants.end() ? nullptr : &it->second;
+}
+
+LabConfig parse_lab_json(const std::string& text, const std::string& where) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw ConfigError(where + ": not valid JSON");
+  only_keys(j, {"title", "sources", "timeout_s", "mpi_ranks", "perf_ranks", "forbidden_symbols", "performance", "profile", "hints",
+                "todo_hints", "parts"},
+            where);
+  LabConfig lab;
+  lab.title = get<std::string>(j, "title", "", where);
+  if (lab.title.empty()) throw ConfigError(where + ": \"title\" is missing");
+  lab.sources = get<std::vector<std::string>>(j, "sources", {}, where);
+  lab.timeout_s = get<double>(j, "timeout_s", 120.0, where);
+  if (lab.timeout_s <= 0) throw ConfigError(where + ": \"timeout_s\" must be positive");
+  lab.mpi_ranks = ranks(j, "mpi_ranks", where);
+  lab.perf_ranks = j.contains("perf_ranks") ? ranks(j, "perf_ranks", where) : lab.mpi_ranks;
+  if (!lab.perf_ranks.empty() && lab.mpi_ranks.empty()) throw ConfigError(where + ": \"perf_ranks\" without \"mpi_ranks\"");
+  if (j.contains("forbidden_symbols")) {
+    const json& f = j["forbidden_symbols"];
+    const std::string w = where + " forbidden_symbols";
+    only_keys(f, {"called", "namespaces", "why"}, w);
+    lab.forbidden = {get<std::vector<std::string>>(f, "called", {}, w), get<std::vector<std::string>>(f, "namespaces", {}, w),
+                     get<std::string>(f, "why", "this lab asks you to write it yourself", w)};
+  }
+  const json performance = get<json>(j, "performance", json::object(), where);
+  for (const auto& [id, spec] : performance.items()) {
+    const std::string w = where + " performance." + id;
+    only_keys(spec, {"min_fraction_of_reference", "reference_min_fraction_of_baseline", "hint", "min_fraction_of_link", "link_gate_max_nodes"}, w);
+    lab.performance[id] = {fraction(spec, "min_fraction_of_reference", w), fraction(spec, "reference_min_fraction_of_baseline", w),
+                           get<std::string>(spec, "hint", "", w), fraction(spec, "min_fraction_of_link", w),
+                           get<int>(spec, "link_gate_max_nodes", 0, w)};
+    if (lab.performance[id].min_fraction_of_link > 0 && lab.performance[id].link_gate_max_nodes < 2) {
+      throw ConfigError(w + ": \"min_fraction_of_link\" needs \"link_gate_max_nodes\" >= 2 (the most nodes it is judged at)");
+    }
+  }
+  const json profile = get<json>(j, "profile", json::array(), where);
+  if (!profile.is_array()) throw ConfigError(where + ": \"profile\" must be a list");
+  for (const json& p : profile) {
+    const std::string w = where + " profile";
+    only_keys(p, {"range", "case", "max_kernels", "max_bytes_factor"}, w);
+    ProfileSpec s{get<std::string>(p, "range", "", w), get<std::string>(p, "case", "", w), get<int>(p, "max_kernels", 1, w),
+                  get<double>(p, "max_bytes_factor", 1.3, w)};
+    if (s.range.empty() || s.case_name.empty() || s.max_kernels < 1 || s.max_bytes_factor < 1.0) {
+      throw ConfigError(w + ": each entry needs a \"range\", a \"case\", max_kernels >= 1 and max_bytes_factor >= 1");
+    }
+    lab.profile.push_back(s);
+  }
+  const json hints = get<json>(j, "hints", json::object(), where);
+  only_keys(hints, {"timeout", "crash"}, where + " hints");
+  lab.timeout_hint = get<std::string>(hints, "timeout", "a loop that never ends, or a wait for something that never comes", where);
+  lab.crash_hint = get<std::string>(hints, "crash", "the test process crashed", where);
+  const json todo_hints = get<json>(j, "todo_hints", json::object(), where);
+  if (!todo_hints.is_object()) throw ConfigError(where + ": \"todo_hints\" must be an object");
+  for (const auto& [id, steps] : todo_hints.items()) lab.todo_hints[id] = get<std::vector<std::string>>(todo_hints, id, {}, where + " todo_hints");
+  const json parts = get<json>(j, "parts", json::array(), where);
+  if (!parts.is_array()) throw ConfigError(where + ": \"parts\" must be a list");
+  std::map<std::string, int> source_part, test_part;
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    const std::string w = where + " parts[" + std::to_string(k + 1) + "]";
+    only_keys(parts[k], {"title", "sources", "tests"}, w);
+    LabPart part{get<std::string>(parts[k], "title", "", w), get<std::vector<std::string>>(parts[k], "sources", {}, w),
+                 get<std::vector<std::string>>(parts[k], "tests", {}, w)};
+    if (part.title.empty() || part.sources.empty() || part.tests.empty()) throw ConfigError(w + ": each part needs a \"title\", \"sources\" and \"tests\"");
+    for (const std::string& f : part.sources) {
+      if (std::find(lab.sources.begin(), lab.sources.end(), f) == lab.sources.end()) throw ConfigError(w + ": source \"" + f + "\" is not in \"sources\"");
+      if (!source_part.emplace(f, static_cast<int>(k)).second) throw ConfigError(w + ": source \"" + f + "\" is in two parts");
+    }
+    for (const std::string& f : part.tests) {
+      if (!test_part.emplace(f, static_cast<int>(k)).second) throw ConfigError(w + ": test file \"" + f + "\" is in two parts");
+    }
+    lab.parts.push_back(part);
+  }
+  for (const std::string& f : lab.sources) {
+    if (!lab.parts.empty() && !source_part.count(f)) throw ConfigError(where + ": \"parts\" leave source \"" + f + "\" out");
+  }
+  return lab;
+}
+
+BuildInfo parse_labinfo(const std::string& text, const std::string& where) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw ConfigError(where + ": not valid JSON (delete build/ and run ./gpulab again)");
+  BuildInfo b;
+  b.configured = true;
+  b.buildable = get<bool>(j, "buildable", false, where);
+  b.reason = get<std::string>(j, "reason", "", where);
+  b.submission_dir = get<std::string>(j, "submission_dir", "", where);
+  b.grader_files = get<std::vector<std::string>>(j, "grader_files", {}, where);
+  b.variants = parse_variants(j, "variants", where);
+  b.mutants = parse_variants(j, "mutants", where);
+  b.emu_mutants = parse_variants(j, "emu_mutants", where);
+  const json regions = get<json>(j, "regions", json::array(), where);
+  for (const auto& r : regions) {
+    b.regions.push_back({get<std::string>(r, "id", "", where), get<std::string>(r, "file", "", where)});
+  }
+  return b;
+}
+
+std::vector<LabConfig> discover_labs(const Paths& paths) {
+  std::vector<LabConfig> labs;
+  const fs::path solutions = paths.root / "solutions";
+  if (!fs::is_directory(solutions)) return labs;
+  static const std::regex slug_pattern(R"((\d\d)-[a-z0-9-]+)");
+  for (const auto& entry : fs::directory_iterator(solutions)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || !std::regex_match(name, m, slug_pattern)) continue;
+    const fs::path json_file = paths.root / "tests" / name / "lab.json";
+    if (!fs::exists(json_file)) throw ConfigError("solutions/" + name + " has no tests/" + name + "/lab.json");
+    const std::string where = "tests/" + name + "/lab.json";
+    LabConfig lab = parse_lab_json(read_text(json_file), where);
+    lab.number = m[1].str();
+    lab.slug = name;
+    lab.solutions = entry.path();
+    lab.labs = paths.root / "labs" / name;
+    lab.tests = paths.root / "tests" / name;
+    lab.lesson = paths.root / "lessons" / (name + ".md");
+    check_against_tree(lab, where);
+    const fs::path info = paths.build / "labinfo" / (lab.number + ".json");
+    if (fs::exists(info)) lab.build = parse_labinfo(read_text(info), info.string());
+    labs.push_back(std::move(lab));
+  }
+  std::sort(labs.begin(), labs.end(), [](const LabConfig& a, const LabConfig& b) { return a.slug < b.slug; });
+  return labs;
+}
+
+std::optional<LabConfig> find_lab(const Paths& paths, const std::string& name) {
+  std::string number = name;
+  if (name.size() == 1 && std::isdigit(static_cast<unsigned char>(name[0]))) number = "0" + name;
+  for (LabConfig& lab : discover_labs(paths)) {
+    if (lab.number == number || lab.slug == name) return lab;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> CaseInfo::todos(const std::string& number) const {
+  std::vector<std::string> ids;
+  static const std::regex todo(R"(\[(\d\d\.\d+)\])");
+  for (auto it = std::sregex_iterator(tags.begin(), tags.end(), todo); it != std::sregex_iterator(); ++it) {
+    if ((*it)[1].str().rfind(number + ".", 0) == 0) ids.push_back((*it)[1].str());
+  }
+  return ids;
+}
+
+std::vector<CaseInfo> parse_case_list(const std::string& listing) {
+  std::vector<CaseInfo> cases;
+  std::istringstream in(listing);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    CaseInfo c;
+    if (std::getline(fields, c.where, '\t') && std::getline(fields, c.name, '\t') && std::getline(fields, c.tags, '\t')) {
+      std::getline(fields, c.file);  // absent in listings of older builds
+      if (c.where == "cpu" || c.where == "gpu") cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
+std::vector<CaseInfo> cases_named(const std::vector<CaseInfo>& cases, const std::string& name) {
+  for (const CaseInfo& c : cases) {
+    if (c.name == name) return {c};
+  }
+  auto lower = [](std::string t) {
+    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return t;
+  };
+  const std::string want = lower(name);
+  std::vector<CaseInfo> found;
+  for (const CaseInfo& c : cases) {
+    if (!want.empty() && lower(c.name).find(want) != std::string::npos) found.push_back(c);
+  }
+  return found;
+}
+
+std::vector<CaseInfo> listed_cases(const Paths& paths, const LabConfig& lab) {
+  const fs::path file = paths.build / "labinfo" / (lab.number + "-cases.txt");
+  return fs::exists(file) ? parse_case_list(read_text(file)) : std::vector<CaseInfo>{};
+}
+
+int part_of(const LabConfig& lab, const CaseInfo& c) {
+  for (std::size_t k = 0; k < lab.parts.size(); ++k) {
+    const auto& tests = lab.parts[k].tests;
+    if (std::find(tests.begin(), tests.end(), c.file) != tests.end()) return static_cast<int>(k) + 1;
+  }
+  return 0;
+}
+
+std::vector<std::string> stretch_todos(const LabConfig& lab, const std::vector<CaseInfo>& cases) {
+  std::map<std::string, bool> all_stretch;  // TODO id → every case naming it is [stretch]
+  for (const CaseInfo& c : cases) {
+    for (const std::string& id : c.todos(lab.number)) {
+      const auto it = all_stretch.find(id);
+      all_stretch[id] = (it == all_stretch.end() ? true : it->second) && c.stretch();
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& [id, stretch] : all_stretch) {
+    if (stretch) out.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace gpulab::cli

@@ -1,0 +1,79 @@
+/// @file cases.hpp
+/// @brief Running one test case of a lab executable in its own process (or under mpirun on W
+/// ranks) with a time limit, and judging what it left behind: its records and its exit.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/lab_config.hpp"
+#include "base/process.hpp"
+#include "grade/scorecard.hpp"
+
+namespace gpulab::cli {
+
+/// What one run of a case left: the process, its records (every rank's), launcher findings.
+struct CaseRun {
+  ProcessResult process;
+  std::string token;                  ///< the GPULAB_RUN_TOKEN this run was given
+  int ranks = 0;                      ///< > 0: ran under mpirun on this many ranks
+  std::vector<nlohmann::json> records;
+  std::string skip_reason;            ///< "no NVIDIA driver ..." when the test main skipped [gpu] cases
+  std::vector<std::string> problems;  ///< launcher findings: a killed rank, an abort, leftovers
+};
+
+/// How to run a case.
+struct RunSpec {
+  std::string exe;
+  std::string case_name;
+  int ranks = 0;                  ///< > 0: under mpirun with this many ranks
+  double timeout_s = 120.0;
+  std::uint64_t seed = 0;
+  fs::path log_dir;               ///< logs and the case's report file go here
+  std::string stem;               ///< file name stem for this run's logs ("case-3")
+  std::map<std::string, std::string> env;  ///< added to the environment (e.g. GPULAB_SMALL)
+  std::vector<std::string> read_only;      ///< paths the run may not change, where the grader can enforce it
+};
+
+/// Runs it; writes <stem>.log (all output) and reads <stem>.jsonl (records) in the log folder.
+CaseRun run_case(const RunSpec& spec);
+
+/// What a verdict is measured against, besides the run itself.
+struct JudgeContext {
+  double timeout_s = 120.0;         ///< the limit the run had
+  std::string gpu_missing;          ///< the grader's own device probe: "" when a GPU is there
+  long reference_assertions = -1;   ///< the reference's assertions on this case (all ranks); -1: unknown
+};
+
+/// What the completion records of a run say (see tests/support/catch_runner.hpp).
+struct Completion {
+  int records = 0;               ///< completion records for the case with the run's token, all ranks
+  int duplicates = 0;            ///< ranks with more than one
+  long passed = 0, failed = 0;   ///< assertions, summed over ranks
+  bool skipped = false;          ///< every rank skipped it (no device)
+  std::string skip_reason;
+};
+Completion read_completion(const CaseRun& run, const std::string& case_name);
+
+/// The verdict on a correctness case from a run: pass only with a completion record on every rank
+/// and no failure; otherwise fail with the failures' own words and the lab's hints for a hang or
+/// a crash ("ended before its checks finished" when the record is missing, "exit 77 is reserved"
+/// when 77 does not mean a [gpu] case on a machine the grader found without a GPU, "ran 3 of the
+/// reference's 560 checks" when a pass made fewer assertions than the reference); or not run.
+Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, const JudgeContext& context);
+
+/// Catch2's own words for failures (assertion text, exception message) in a test's output.
+std::vector<std::string> catch_failures(const std::string& output);
+
+/// A failed stretch case is shown as such ("OPT") and not counted; a passed one says so.
+void mark_stretch(const CaseInfo& c, Check& check);
+
+/// Whether the test executable @p exe (the reference: the grader's own) can use a CUDA device:
+/// "" when it can, else the reason ("no NVIDIA driver ...").
+std::string device_missing(const std::string& exe);
+
+}  // namespace gpulab::cli

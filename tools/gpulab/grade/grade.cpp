@@ -1,0 +1,221 @@
+/// @file grade.cpp
+/// @brief The grading pipeline: find the lab, choose the sources, run the stages (grade.hpp).
+#include "grade/grade.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+
+#include "grade/build.hpp"
+#include "grade/grade_stages.hpp"
+#include "run/cluster.hpp"
+#include "run/mpi.hpp"
+
+namespace gpulab::cli {
+namespace {
+
+std::uint64_t fresh_seed() {
+  std::random_device device;
+  return (static_cast<std::uint64_t>(device()) << 20) ^ device();
+}
+
+/// Chooses the sources, prints the header, prepares the log folder; false when it cannot grade.
+bool prepare(GradeContext& ctx, GradeResult& result) {
+  std::cout << "gpulab grade " << ctx.lab.number << " · " << ctx.lab.title << '\n';
+  if (const LabPart* part = ctx.lab.part(ctx.options.part)) {
+    std::cout << "  part     " << ctx.options.part << " of " << ctx.lab.parts.size() << ": " << part->title << '\n';
+  }
+  const BuildInfo& b = ctx.lab.build;
+  if (!b.configured) {
+    std::cout << "  the build tree " << ctx.paths.build << " is not configured: run ./gpulab (it configures)\n";
+    return false;
+  }
+  if (!b.buildable) {
+    result.not_run_reason = b.reason;
+    Check c = Check::failure("build", Kind::kBuild, "lab " + ctx.lab.number + " cannot be built here: " + b.reason,
+                             "run ./gpulab doctor to see what is missing");
+    c.status = Status::kNotRun;
+    result.card.add(c);
+    return false;
+  }
+  const GradeOptions& o = ctx.options;
+  ctx.sources = o.solutions ? Sources::kReference : !o.submission.empty() ? Sources::kSubmission : Sources::kLab;
+  ctx.variant = o.solutions ? "ref" : !o.submission.empty() ? "sub" : "lab";
+  ctx.source_dir = o.solutions ? ctx.lab.solutions : !o.submission.empty() ? fs::absolute(o.submission) : ctx.lab.labs;
+  ctx.compiled_dir = ctx.sources == Sources::kSubmission ? b.submission_dir : ctx.source_dir;
+  result.sources = fs::relative(ctx.source_dir, ctx.paths.root).string();
+  if (result.sources.rfind("..", 0) == 0) result.sources = ctx.source_dir.string();
+  const char* role = ctx.sources == Sources::kLab ? "  (your working copy)" : ctx.sources == Sources::kReference ? "  (reference)" : "  (submission)";
+  std::cout << "  sources  " << result.sources << role << '\n'
+            << "  seed     " << ctx.seed << "  (reproduce: ./gpulab grade " << ctx.lab.number << " --seed " << ctx.seed << ")\n";
+  ctx.log_dir = ctx.paths.build / "grade" / ctx.lab.number;
+  fs::remove_all(ctx.log_dir);
+  fs::create_directories(ctx.log_dir);
+  std::cout << "  logs     " << fs::relative(ctx.log_dir, ctx.paths.root).string() << "/\n\n";
+  // What grading must leave as it is, hashed before any learner code runs (stage_integrity).
+  ctx.before_labs = hash_tree(ctx.lab.labs);
+  ctx.before_solutions = hash_tree(ctx.lab.solutions);
+  if (ctx.sources == Sources::kSubmission) ctx.before_submission = hash_tree(ctx.source_dir);
+  return true;
+}
+
+/// Why --nodes cannot be honoured ("" when it can): a lab that is not distributed, no cluster
+/// of that size up, another link rate. When it can, every mpirun from now on goes across it.
+std::string cluster_problem(const Paths& paths, const GradeOptions& options, const LabConfig& lab) {
+  if (!lab.distributed()) return "--nodes is for the distributed labs (07 onwards): lab " + lab.number + " runs in one process";
+  if (geteuid() != 0) {
+    return "the ranks are launched into network namespaces (ip netns exec), which needs root: sudo ./gpulab grade " + lab.number + " --nodes " +
+           std::to_string(options.nodes);
+  }
+  const ClusterPlan plan = saved_cluster(paths);
+  if (plan.nodes != options.nodes) {
+    return "no cluster of " + std::to_string(options.nodes) + " nodes is up (" +
+           (plan.nodes > 0 ? std::to_string(plan.nodes) + " are" : "none is") + "): sudo ./gpulab cluster up --nodes " +
+           std::to_string(options.nodes) + (options.link_rate.empty() ? "" : " --link-rate " + options.link_rate);
+  }
+  if (!options.link_rate.empty() && options.link_rate != plan.link_rate) {
+    return "the cluster's links are " + (plan.link_rate.empty() ? std::string("unshaped") : plan.link_rate) + ", not " + options.link_rate +
+           ": sudo ./gpulab cluster up --nodes " + std::to_string(options.nodes) + " --link-rate " + options.link_rate + " remakes it";
+  }
+  std::vector<MpiFault> faults;
+  for (const std::string& text : options.faults) {
+    std::string error;
+    MpiFault f = parse_fault(text, error);
+    if (f.target < 0) return error;
+    if (f.kind == MpiFault::Kind::kLinkDown) {
+      if (f.target >= plan.nodes) return "--fault " + text + ": the cluster has nodes 0 to " + std::to_string(plan.nodes - 1);
+      f.link = plan.bridge_side(f.target);
+      f.node = plan.node(f.target);
+    }
+    faults.push_back(f);
+  }
+  set_mpi_faults(faults);
+  set_mpi_placement(cluster_mpirun_args(plan, cluster_agent_path(paths)));
+  return "";
+}
+
+/// The topology and the links' α and β, measured by gpulab-pingpong between the first two
+/// nodes (an INFO line: what every distributed case below ran on).
+Check cluster_check(GradeContext& ctx) {
+  const ClusterPlan plan = saved_cluster(ctx.paths);
+  Check c;
+  c.name = "cluster: " + std::to_string(plan.nodes) + " nodes (" + plan.node(0) + " …), links " + (plan.link_rate.empty() ? "unshaped" : plan.link_rate) +
+           ", ranks round-robin by node over TCP";
+  c.kind = Kind::kStructure;
+  c.where = Where::kCpu;
+  c.status = Status::kInfo;
+  const fs::path pingpong = ctx.paths.build / "bin" / "gpulab-pingpong";
+  if (plan.nodes < 2) {
+    c.details.push_back("one node: no link to measure");
+    return c;
+  }
+  // Built on demand (./gpulab builds only the CLI); the build is incremental, so this costs a
+  // moment once. Without MPI the target does not exist and the build says so.
+  const BuildResult built = build_targets(ctx.paths, {"gpulab-pingpong"});
+  if (!built.ok || !fs::exists(pingpong)) {
+    // Ninja says "unknown target", Make "No rule to make target": the target exists only with MPI.
+    const bool no_target = built.output.find("unknown target") != std::string::npos || built.output.find("No rule to make target") != std::string::npos;
+    c.details.push_back("gpulab-pingpong could not be built" +
+                        std::string(no_target ? ": this build found no MPI (./gpulab doctor)" : ": " + utf8_prefix(built.diagnostics, 300)));
+    return c;
+  }
+  ProcessOptions o;
+  o.timeout_s = 120;
+  const std::vector<MpiFault> faults = mpi_faults();  // the links are measured as they are, without the faults
+  set_mpi_faults({});
+  const MpiRun run = run_mpi(2, ctx.log_dir / "pingpong", {pingpong.string()}, o);
+  set_mpi_faults(faults);
+  c.seconds = run.process.seconds;
+  for (const MpiFault& f : faults) {
+    char text[120];
+    std::snprintf(text, sizeof text, "every distributed run below: %s %d at %.1f s", f.kind == MpiFault::Kind::kKill ? "rank" : "the link of node",
+                  f.target, f.at_s);
+    c.details.push_back(std::string("fault injected into ") + text + (f.kind == MpiFault::Kind::kKill ? " is killed" : " is cut"));
+  }
+  const std::string out = run.rank_output.empty() ? "" : run.rank_output[0];
+  const std::size_t a = out.find("alpha_us "), b = out.find("beta_gbs ");
+  if (!run.process.exited(0) || a == std::string::npos || b == std::string::npos) {
+    c.status = Status::kFail;
+    c.details.push_back("the ping-pong between " + plan.node(0) + " and " + plan.node(1) + " failed (" + run.process.describe() + "): " + out);
+    for (const std::string& p : run.problems) c.details.push_back(p);
+    c.hints.push_back("./gpulab cluster status shows the nodes; ./gpulab cluster up --nodes N remakes them");
+    return c;
+  }
+  const double alpha = std::atof(out.c_str() + a + 9), beta = std::atof(out.c_str() + b + 9);
+  char text[240];
+  std::snprintf(text, sizeof text, "measured between %s and %s: alpha %.1f us (half a 1-byte round trip), beta %.3f GB/s at 64 MiB (t(n) = alpha + n / beta)",
+                plan.node(0).c_str(), plan.node(1).c_str(), alpha, beta);
+  c.details.push_back(text);
+  if (out.find("allreduce_exact ") != std::string::npos) c.details.push_back("an all-reduce of 8 MiB of integers across the two nodes: exact");
+  c.data["alpha_us"] = alpha;
+  c.data["beta_gbs"] = beta;
+  c.data["nodes"] = plan.nodes;
+  c.data["link_rate"] = plan.link_rate;
+  return c;
+}
+
+}  // namespace
+
+nlohmann::json GradeResult::to_json() const {
+  nlohmann::json j = card.to_json();
+  j["lab"] = lab;
+  j["sources"] = sources;
+  j["seed"] = seed;
+  if (!not_run_reason.empty()) j["not_run_reason"] = not_run_reason;
+  return j;
+}
+
+GradeResult grade(const Paths& paths, const GradeOptions& options) {
+  GradeResult result{1, "", "", 0, Scorecard(options.quiet), ""};
+  result.card.set_verbose(options.verbose);
+  const std::optional<LabConfig> lab = find_lab(paths, options.lab);
+  if (!lab) {
+    std::cout << "gpulab grade: no lab \"" << options.lab << "\". Labs:";
+    for (const LabConfig& l : discover_labs(paths)) std::cout << " " << l.number;
+    std::cout << "\n";
+    return result;
+  }
+  if (options.part != 0 && lab->part(options.part) == nullptr) {
+    std::cout << "gpulab grade " << lab->number << " --part " << options.part << ": "
+              << (lab->parts.empty() ? "lab " + lab->number + " is graded whole (it has no parts)"
+                                     : "lab " + lab->number + " has parts 1 to " + std::to_string(lab->parts.size()))
+              << "\n";
+    result.exit_code = 2;
+    return result;
+  }
+  if (!options.faults.empty() && options.nodes == 0) {
+    std::cout << "gpulab grade: --fault needs --nodes N (faults are injected into a cluster: ./gpulab cluster up)\n";
+    result.exit_code = 2;
+    return result;
+  }
+  if (options.nodes > 0) {
+    const std::string problem = cluster_problem(paths, options, *lab);
+    if (!problem.empty()) {
+      std::cout << "gpulab grade " << lab->number << " --nodes " << options.nodes << ": " << problem << "\n";
+      result.exit_code = 2;
+      return result;
+    }
+  }
+  GradeContext ctx{paths, options, *lab};
+  ctx.seed = options.seed ? *options.seed : fresh_seed();
+  result.lab = lab->slug;
+  result.seed = ctx.seed;
+  if (prepare(ctx, result)) {
+    if (options.nodes > 0) result.card.add(cluster_check(ctx));
+    using StageFn = bool (*)(GradeContext&, Scorecard&);
+    for (StageFn stage : {stage_sources, stage_build, stage_diagnosis, stage_correctness, stage_sanitizer, stage_profile, stage_performance}) {
+      if (!stage(ctx, result.card)) break;
+    }
+    stage_integrity(ctx, result.card);
+    result.not_run_reason = ctx.gpu_missing.empty() ? result.not_run_reason : ctx.gpu_missing;
+  }
+  result.exit_code = result.card.exit_code();
+  result.card.print_summary(result.not_run_reason);
+  if (!options.json_path.empty()) write_text(options.json_path, result.to_json().dump(2) + "\n");
+  return result;
+}
+
+}  // namespace gpulab::cli

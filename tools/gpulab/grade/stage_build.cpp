@@ -1,0 +1,267 @@
+/// @file stage_build.cpp
+/// @brief The sources and build stages: the submission's files, a snapshot of them, compiling the
+/// learner's objects, forbidden library code in them (nm), linking with the tests.
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "grade/build.hpp"
+#include "grade/grade_stages.hpp"
+#include "grade/symbols.hpp"
+#include "run/cluster.hpp"
+
+namespace gpulab::cli {
+namespace {
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Builds @p targets; the check carries the compiler's own messages, with the learner's paths.
+Check build_check(GradeContext& ctx, const std::string& what, const std::vector<std::string>& targets) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const BuildResult b = build_targets(ctx.paths, targets, false, ctx.options.quiet ? "" : "lab " + ctx.lab.number + " (" + what + ")");
+  Check c;
+  c.name = what;
+  c.kind = Kind::kBuild;
+  c.status = b.ok ? Status::kPass : Status::kFail;
+  c.seconds = since(t0);
+  if (!b.ok) {
+    std::vector<std::pair<std::string, std::string>> rewrite;
+    if (ctx.sources == Sources::kSubmission) rewrite.emplace_back(ctx.compiled_dir.string(), ctx.source_dir.string());
+    std::istringstream diag(extract_diagnostics(b.output, rewrite));
+    for (std::string line; std::getline(diag, line);) c.details.push_back(line);
+    c.hints.push_back("fix the first error first: later ones often follow from it");
+  }
+  return c;
+}
+
+/// What @p command prints about @p file, remembered for as long as the file keeps its size and
+/// time stamp: selftest grades dozens of submissions in one process, and each grade reads the
+/// same reference objects and executable (nm of a test executable takes a tenth of a second).
+std::string tool_output(const std::vector<std::string>& command, const std::string& file) {
+  struct Entry {
+    fs::file_time_type written;
+    std::uintmax_t size = 0;
+    std::string output;
+  };
+  static std::map<std::vector<std::string>, Entry> memo;
+  std::error_code ec;
+  const fs::file_time_type written = fs::last_write_time(file, ec);
+  const std::uintmax_t size = ec ? 0 : fs::file_size(file, ec);
+  if (!ec) {
+    const auto it = memo.find(command);
+    if (it != memo.end() && it->second.written == written && it->second.size == size) return it->second.output;
+  }
+  ProcessOptions o;
+  o.timeout_s = 60;
+  const ProcessResult r = run_process(command, o);
+  if (!ec && r.exited(0)) memo[command] = {written, size, r.output};
+  return r.output;
+}
+
+std::string nm_of(const std::string& object) { return tool_output({"nm", "-C", object}, object); }
+
+/// The disassembly with relocations (@p code), or every section's relocations.
+std::string objdump_of(const std::string& object, bool code) {
+  return tool_output(code ? std::vector<std::string>{"objdump", "-d", "-r", "-C", "--no-show-raw-insn", object}
+                          : std::vector<std::string>{"objdump", "-r", "-C", object},
+                     object);
+}
+
+/// Library code the lab forbids, in the learner's objects.
+void check_forbidden(GradeContext& ctx, Scorecard& card) {
+  const ForbiddenSymbols& rules = ctx.lab.forbidden;
+  if (rules.called.empty() && rules.namespaces.empty()) return;
+  std::vector<std::string> hits;
+  for (const std::string& obj : ctx.build().objects) {
+    for (const std::string& h : forbidden_in_nm(nm_of(obj), rules)) hits.push_back(h);
+  }
+  Check c;
+  c.name = "no forbidden library calls";
+  c.kind = Kind::kStructure;
+  c.status = hits.empty() ? Status::kPass : Status::kFail;
+  for (const auto& h : hits) {
+    if (c.details.size() < 5) c.details.push_back("your code contains " + h);
+  }
+  if (!hits.empty()) c.hints.push_back(rules.why);
+  card.add(c);
+}
+
+/// Without a GPU, the [gpu] cases run on the CPU emulator (emulation.hpp), measured against the
+/// reference's emulated runs; its build of the learner's code obeys the same symbol rules.
+void prepare_emulator(GradeContext& ctx, Scorecard& card) {
+  const Variant* emu = ctx.lab.build.variant("emu_" + ctx.variant);
+  const Variant* emu_ref = ctx.lab.build.variant("emu_ref");
+  if (emu == nullptr || emu_ref == nullptr) return;
+  const BuildResult b = build_targets(ctx.paths, {emu->target, emu_ref->target});
+  if (!b.ok) {
+    std::istringstream diag(extract_diagnostics(b.output));
+    std::getline(diag, ctx.emulator_problem);
+    ctx.emulator_problem = "the emulator's build of your code failed: " + ctx.emulator_problem;
+    return;
+  }
+  if (!ctx.graded_is_reference()) {
+    std::ostringstream unused;
+    Scorecard quiet(true, &unused);
+    check_symbols(ctx, quiet, *emu, *emu_ref);
+    for (Check c : quiet.checks()) {
+      if (c.status != Status::kFail) continue;
+      c.name += " (the emulator's build)";
+      card.add(c);
+      return;  // the emulated runs would measure code that breaks the rules: not run
+    }
+  }
+  ctx.emulator = "emu_" + ctx.variant;
+  ctx.emu_profile = ReferenceProfile(ctx.paths.build / "grade" / "profiles" / (ctx.lab.number + "-emu.json"), file_hash(emu_ref->exe));
+}
+
+}  // namespace
+
+std::set<std::string> symbol_problems(const std::string& lab_number, const Variant& learner, const Variant& reference, const fs::path& source_dir) {
+  SymbolContext rules;
+  rules.lab_number = lab_number;
+  std::set<std::string> reference_defined;
+  for (const std::string& obj : reference.objects) {
+    for (const NmSymbol& s : parse_nm(nm_of(obj))) {
+      if (s.type == 'U') rules.reference_calls.insert(s.name);
+      if (s.defined() && s.weak()) rules.reference_weak.insert(s.name);
+      if (s.defined()) reference_defined.insert(s.name);
+    }
+  }
+  // The grader's strong definitions: everything the reference's executable defines that its own
+  // lab objects do not (the tests, libgpulab, the test runner, the runtime linked in).
+  for (const NmSymbol& s : parse_nm(nm_of(reference.exe))) {
+    if (s.defined() && s.global() && !s.weak() && !reference_defined.count(s.name)) rules.grader_strong.insert(s.name);
+  }
+  std::set<std::string> problems;
+  for (const std::string& obj : learner.objects) {
+    const bool cuda_object = obj.size() > 5 && obj.compare(obj.size() - 5, 5, ".cu.o") == 0;
+    const fs::path source = source_dir / fs::path(obj).stem();  // hgemm.cu.o → hgemm.cu
+    std::optional<std::vector<ObjectFunction>> functions;  // disassembled only when a call needs judging
+    std::set<std::string> data_refs;
+    for (const NmSymbol& s : parse_nm(nm_of(obj))) {
+      const std::string p = symbol_problem(s, rules);
+      if (p.empty()) continue;
+      // A call made only by nvcc's host stubs of __device__ functions is the compiler's, not the learner's.
+      if (s.type == 'U' && cuda_object && fs::is_regular_file(source)) {
+        if (!functions) {
+          functions = parse_objdump(objdump_of(obj, true));
+          data_refs = data_references(objdump_of(obj, false));
+        }
+        if (only_device_stubs_reference(*functions, data_refs, read_text(source), s.name)) continue;
+      }
+      problems.insert(p);
+    }
+  }
+  return problems;
+}
+
+void check_symbols(GradeContext& ctx, Scorecard& card, const Variant& learner, const Variant& reference) {
+  const std::set<std::string> problems = symbol_problems(ctx.lab.number, learner, reference, ctx.compiled_dir);
+  Check c;
+  c.name = "your code stays in lab" + ctx.lab.number + "::";
+  c.kind = Kind::kStructure;
+  c.status = problems.empty() ? Status::kPass : Status::kFail;
+  for (const auto& p : problems) {
+    if (c.details.size() < 6) c.details.push_back("your code " + p);
+  }
+  if (!problems.empty()) {
+    c.hints.push_back("a lab's code defines only its own functions (in namespace lab" + ctx.lab.number +
+                      ") and leaves the process, the environment and the test runner to the grader");
+  }
+  card.add(c);
+}
+
+std::vector<std::string> forbidden_in_nm(const std::string& nm_output, const ForbiddenSymbols& rules) {
+  // `nm -C` prints "<16 hex digits or spaces> <type> <name>"; type U is a symbol used but defined
+  // elsewhere (a call into a library). Namespaces match any symbol: header-only templates are
+  // instantiated in the object itself.
+  std::set<std::string> found;
+  std::istringstream in(nm_output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() <= 19) continue;
+    const bool undefined = line[17] == 'U';
+    const std::string name = line.substr(19);
+    for (const std::string& pat : rules.called) {
+      if (undefined && name.find(pat) != std::string::npos) found.insert("a call to " + name);
+    }
+    for (const std::string& ns : rules.namespaces) {
+      const std::size_t at = name.find(ns);
+      if (at != std::string::npos && (at == 0 || name[at - 1] == ' ' || name[at - 1] == '<' || name[at - 1] == '(')) {
+        found.insert("code from " + ns + " (" + name.substr(0, 80) + (name.size() > 80 ? "...)" : ")"));
+        break;
+      }
+    }
+  }
+  return {found.begin(), found.end()};
+}
+
+bool stage_sources(GradeContext& ctx, Scorecard& card) {
+  if (ctx.sources != Sources::kSubmission) return true;
+  std::string missing;
+  for (const std::string& f : ctx.lab.sources) {
+    if (!fs::is_regular_file(ctx.source_dir / f)) missing += " " + f;
+  }
+  if (!fs::is_directory(ctx.source_dir) || !missing.empty()) {
+    card.add(Check::failure("submission files", Kind::kBuild,
+                            fs::is_directory(ctx.source_dir) ? "missing:" + missing : ctx.source_dir.string() + " is not a folder",
+                            "a submission folder holds the same file names as labs/" + ctx.lab.slug));
+    return false;
+  }
+  // Snapshot into the build tree; only changed files are rewritten, so an unchanged submission
+  // is not recompiled.
+  for (const std::string& f : ctx.lab.sources) {
+    const std::string text = read_text(ctx.source_dir / f);
+    const fs::path copy = ctx.compiled_dir / f;
+    if (!fs::exists(copy) || read_text(copy) != text) write_text(copy, text);
+  }
+  return true;
+}
+
+bool stage_build(GradeContext& ctx, Scorecard& card) {
+  if (ctx.lab.build.variant(ctx.variant) == nullptr) {
+    card.add(Check::failure("sources", Kind::kBuild, "labs/" + ctx.lab.slug + " is missing files, so the build left this lab's learner targets out",
+                            "restore the folder with `git checkout labs/" + ctx.lab.slug + "` (or, instructors, `./gpulab sync`)"));
+    return false;
+  }
+  // The grader's own build first (the tests, libgpulab and the reference, which lists the cases
+  // and is the yardstick; on a first build, most of the work): its progress comes before any
+  // verdict on the learner's code, so no "PASS compile" stands above minutes of building.
+  if (!ctx.graded_is_reference()) {
+    Check reference = build_check(ctx, "build the tests and the reference", {ctx.reference().target});
+    if (reference.status == Status::kFail) {
+      card.add(reference);
+      return false;
+    }
+  }
+  // Then the learner's objects alone, before they are linked: a forbidden library call is then
+  // reported as such, not as the link error it may also cause, and their symbols are measured
+  // against the reference's.
+  Check compiled = build_check(ctx, "compile", ctx.build().compile);
+  card.add(compiled);
+  if (compiled.status == Status::kFail) return false;
+  if (!ctx.graded_is_reference()) {
+    check_forbidden(ctx, card);
+    check_symbols(ctx, card, ctx.build(), ctx.reference());
+  }
+  Check linked = build_check(ctx, "link with the tests", {ctx.build().target});
+  card.add(linked);
+  if (linked.status == Status::kFail) return false;
+  // Across a cluster the reference takes longer (TCP): its own profile, so that local limits stay tight.
+  // Keyed by the cluster's own link rate (as `cluster up` made it), --link-rate given or not.
+  const std::string rate = ctx.options.nodes > 0 ? saved_cluster(ctx.paths).link_rate : "";
+  const std::string where = ctx.options.nodes > 0 ? "-nodes" + std::to_string(ctx.options.nodes) + "-" + (rate.empty() ? "unshaped" : rate) : "";
+  ctx.profile = ReferenceProfile(ctx.paths.build / "grade" / "profiles" / (ctx.lab.number + where + ".json"), file_hash(ctx.reference().exe));
+  ctx.gpu_missing = device_missing(ctx.reference().exe);
+  if (!ctx.gpu_missing.empty()) prepare_emulator(ctx, card);
+  arm_guard(ctx);
+  return true;
+}
+
+}  // namespace gpulab::cli

@@ -1,0 +1,86 @@
+/// @file cluster.hpp
+/// @brief A cluster on one machine (`gpulab cluster up|down|status`, `gpulab grade NN --nodes N`):
+/// N "nodes" that are Linux network namespaces, each joined to one bridge by a veth pair, every
+/// link shaped by `tc qdisc ... tbf rate R` on both ends (this kernel has tbf but no netem: the
+/// latency is what the stack has). OpenMPI then places ranks across them with its rsh launcher
+/// pointed at `ip netns exec` (plm_rsh_agent) and talks over its TCP transport on the bridge's
+/// private subnet — real TCP, a real rate limit, on one machine.
+///
+/// Everything is named with one prefix ("gpulab-br", "gpulab-n0", "gpulab-v0" on the bridge's
+/// side, "gpulab-e0" in the node) so that `down` finds and removes exactly what `up` made, also
+/// after a crash, and nothing else. The only addresses used are the subnet's, assigned inside the
+/// namespaces this creates. Needs root (CAP_NET_ADMIN).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/paths.hpp"
+
+namespace gpulab::cli {
+
+/// What `cluster up` makes.
+struct ClusterPlan {
+  int nodes = 2;
+  std::string link_rate;    ///< tc's rate, e.g. "1gbit"; "" leaves the links unshaped
+  int ranks_per_node = 1;   ///< MPI slots per node
+  std::string prefix = "gpulab";
+  std::string subnet = "10.213.0";  ///< a /24: the bridge is .1, node i is .(10 + i)
+
+  std::string bridge() const { return prefix + "-br"; }
+  std::string node(int i) const { return prefix + "-n" + std::to_string(i); }
+  std::string bridge_side(int i) const { return prefix + "-v" + std::to_string(i); }
+  std::string node_side(int i) const { return prefix + "-e" + std::to_string(i); }
+  std::string address(int i) const { return subnet + "." + std::to_string(10 + i); }
+  std::string cidr() const { return subnet + ".0/24"; }
+};
+
+/// "" when @p plan can be made (1 to 64 nodes, a rate tc understands such as 100mbit or 1gbit,
+/// 1 to 64 ranks per node), else why not.
+std::string check_plan(const ClusterPlan& plan);
+
+/// A tc rate ("1gbit", "100mbit", "2.5gbit"; decimal prefixes, as tc's) in bytes per second; 0
+/// for "" (unshaped) or a form check_plan refuses.
+double link_rate_bytes_per_s(const std::string& rate);
+
+/// The commands (argv each) that make @p plan from nothing, in order.
+std::vector<std::vector<std::string>> cluster_up_commands(const ClusterPlan& plan);
+
+/// What exists now under a prefix.
+struct ClusterState {
+  std::vector<std::string> namespaces;  ///< "gpulab-n0", ...
+  std::vector<std::string> links;       ///< interfaces in the root namespace: the bridge, "gpulab-v0", ...
+  bool empty() const { return namespaces.empty() && links.empty(); }
+};
+
+/// The names in `ip netns list` and `ip -o link show` output that carry @p prefix ("prefix-…").
+ClusterState parse_cluster_state(const std::string& prefix, const std::string& netns_list, const std::string& link_list);
+/// Asks the kernel (ip netns list, ip -o link show).
+ClusterState discover_cluster(const std::string& prefix);
+
+/// The commands that remove everything in @p state: the namespaces (their veth ends go with
+/// them), then any link left in the root namespace. Killing the processes inside each namespace
+/// first (ip netns pids) is done by cluster_down itself, not by a command here.
+std::vector<std::vector<std::string>> cluster_down_commands(const ClusterState& state);
+
+/// The arguments mpirun needs to run @p ranks ranks across the cluster of @p plan, round-robin
+/// by node (rank r on node r mod N, so that ring neighbours sit on different nodes), launched
+/// through @p agent, talking TCP on the cluster's subnet (shared memory between ranks of one node).
+std::vector<std::string> cluster_mpirun_args(const ClusterPlan& plan, const fs::path& agent);
+
+/// The launcher script OpenMPI runs as `agent <node> <command …>`: the command inside the node.
+std::string cluster_agent_script();
+
+/// `up`: makes the plan (after removing what a previous one left), writes the plan and the agent
+/// under .gpulab/cluster/, prints what it made. `down`: kills every process in the namespaces,
+/// removes everything with the prefix, checks nothing is left. `status`: what exists. Returns the
+/// exit code (2 without root: nothing is done, and it says what to run).
+int cluster_command(const Paths& paths, const std::string& action, const ClusterPlan& plan);
+
+/// The plan `up` saved (nodes, link rate, ranks per node), or nullopt-like: nodes == 0 when there is
+/// none or its namespaces are gone.
+ClusterPlan saved_cluster(const Paths& paths);
+/// Where `up` wrote the agent script.
+fs::path cluster_agent_path(const Paths& paths);
+
+}  // namespace gpulab::cli

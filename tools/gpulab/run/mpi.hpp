@@ -1,0 +1,63 @@
+/// @file mpi.hpp
+/// @brief Launching a distributed test: `mpirun -np W` with --oversubscribe (more ranks than
+/// cores is fine for tests), --allow-run-as-root only when root, one output file per rank, a
+/// time limit, and no process left behind.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/lab_config.hpp"
+#include "base/process.hpp"
+
+namespace gpulab::cli {
+
+struct MpiRun {
+  ProcessResult process;                ///< mpirun itself
+  std::vector<std::string> rank_output; ///< stdout + stderr of each rank, by rank
+  std::vector<std::string> problems;    ///< what the launcher said went wrong, one line each
+  std::vector<std::string> leftovers;   ///< processes still running the program afterwards (then killed)
+};
+
+/// Places every mpirun from now on across a cluster of network namespaces (cluster.hpp:
+/// cluster_mpirun_args): hosts, launcher agent, TCP. Empty: one node, shared memory (the default).
+void set_mpi_placement(std::vector<std::string> args);
+
+/// A fault injected while a distributed run is under way (grade --nodes N --fault ...): a node's
+/// link cut (`link-down:NODE@SECONDS`: its bridge-side veth set down, and up again afterwards) or a
+/// rank killed (`kill:RANK@SECONDS`: SIGKILL to the process whose OMPI_COMM_WORLD_RANK is RANK).
+struct MpiFault {
+  enum class Kind { kLinkDown, kKill };
+  Kind kind = Kind::kKill;
+  int target = 0;      ///< the node (link-down) or the rank (kill)
+  double at_s = 0;     ///< seconds after mpirun starts
+  std::string link;    ///< link-down: the interface to set down (the cluster's bridge side of the node)
+  std::string node;    ///< link-down: the node's name, for the report
+};
+/// Parses "link-down:1@3.5" or "kill:2@1"; nullopt-like (target < 0) with @p error set when wrong.
+MpiFault parse_fault(const std::string& text, std::string& error);
+/// Injects @p faults into every mpirun from now on (empty: none). A run with faults has a time
+/// limit of the last fault's time + 20 s at most, so that a cut-off rank cannot hang the grade.
+void set_mpi_faults(std::vector<MpiFault> faults);
+/// The faults set now.
+std::vector<MpiFault> mpi_faults();
+
+/// The mpirun command line for @p ranks ranks running @p command, per-rank output under @p logs.
+std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std::vector<std::string>& command);
+
+/// Runs it with @p options (time limit, environment); collects each rank's output and the
+/// launcher's complaints ("rank 1 was killed by signal 9", "MPI_Abort on rank 2").
+MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& command,
+               const ProcessOptions& options);
+
+/// Lines of @p launcher_output that say which rank failed and how, shortened.
+std::vector<std::string> launcher_problems(const std::string& launcher_output);
+
+/// Processes (not zombies) whose command line mentions @p program, other than this one.
+std::vector<int> processes_running(const std::string& program);
+
+/// `gpulab-cli mpirun`: what CTest runs for each distributed case. Prints each rank's output
+/// under a "[rank r]" prefix and returns mpirun's exit code (124 after a time-out).
+int mpirun_command(int ranks, double timeout_s, const std::string& logs, const std::vector<std::string>& command);
+
+}  // namespace gpulab::cli
