@@ -751,6 +751,20 @@ std::vector<std::vector<float>> train(const std::vector<std::size_t>& widths, bo
   return values;
 }
 
+/// train() with every tensor of gpulab::nn taken from @p adapter (the previous allocator put back
+/// after); the weights, or nothing and @p error set when it threw.
+std::vector<std::vector<float>> train_through(NnAdapter& adapter, const std::vector<std::size_t>& widths, bool checkpointed, std::string& error) {
+  std::vector<std::vector<float>> values;
+  nn::Allocator* previous = nn::set_allocator(&adapter);
+  try {
+    values = train(widths, checkpointed);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  nn::set_allocator(previous);
+  return values;
+}
+
 }  // namespace
 
 TEST_CASE("allocator: gpulab::nn training through it gives the same weights and its trace replays against the rule model", "[cpu][06.2][06.4]") {
@@ -759,15 +773,8 @@ TEST_CASE("allocator: gpulab::nn training through it gives the same weights and 
   HostBackend host;
   lab06::CachingAllocator cache(host);
   NnAdapter adapter(cache);
-  std::vector<std::vector<float>> cached;
   std::string error;
-  nn::Allocator* previous = nn::set_allocator(&adapter);
-  try {
-    cached = train(widths, false);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  nn::set_allocator(previous);
+  const std::vector<std::vector<float>> cached = train_through(adapter, widths, false, error);
   check_fact(error.empty() && cached == plain, "three SGD steps with every tensor from your allocator",
              error.empty() ? (cached == plain ? "the same weights bit for bit" : "different weights: two live tensors share memory?") : "threw: " + error, kRulesHint);
   const lab06::AllocatorStats s = cache.stats();
@@ -825,15 +832,8 @@ TEST_CASE("checkpointed training with every tensor from your allocator gives the
   HostBackend host;
   lab06::CachingAllocator cache(host);
   NnAdapter adapter(cache);
-  std::vector<std::vector<float>> checkpointed;
   std::string error;
-  nn::Allocator* previous = nn::set_allocator(&adapter);
-  try {
-    checkpointed = train(widths, true);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  nn::set_allocator(previous);
+  const std::vector<std::vector<float>> checkpointed = train_through(adapter, widths, true, error);
   check_fact(error.empty() && checkpointed == plain, "three checkpointed SGD steps with every tensor from your allocator",
              error.empty() ? (checkpointed == plain ? "the same weights bit for bit" : "different weights") : "threw: " + error,
              "passes once \"checkpointed_step: gradients bit for bit …\" (06.6) and the allocator's own cases (06.2, 06.4) do: "

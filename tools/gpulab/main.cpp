@@ -73,7 +73,7 @@ Command selftest_command(CLI::App& app, const cli::Paths& paths) {
   auto* cmd = app.add_subcommand("selftest", "the project's own tests (the README's test command)");
   cmd->add_option("--lab", o.lab, "only this lab");
   cmd->add_flag("--no-build", no_build, "do not build first");
-  cmd->add_option("--jobs", o.jobs, "2 (default): the labs in two queues side by side; 1: one lab after another")->check(CLI::Range(1, 2));
+  cmd->add_option("--jobs", o.jobs, "2 (default): the labs graded by two workers side by side, longest first; 1: one lab after another")->check(CLI::Range(1, 2));
   cmd->add_flag("--gpu-plants-only", o.gpu_plants_only, "grade only the planted submissions that need a GPU (the GPU proof; CI grades the rest)");
   return {cmd, [&paths] {
             o.build = !no_build;

@@ -11,7 +11,8 @@
 /// 6. per lab: planted submissions (tests/NN-slug/planted/) must be caught, each for its reason,
 ///    and grading must leave them unchanged;
 /// 7. `sync --check` (unless labs/ holds the learner's work).
-/// Steps 3-6 run in two queues side by side (the distributed labs, the others; --jobs 1: in turn).
+/// Steps 3-6 run for two labs at a time, each in a process of its own, the longest first and never
+/// two distributed labs at once (--jobs 1: one lab after another).
 /// The last line is "selftest: N passed, N failed, N skipped"; build/selftest/selftest.json holds
 /// every row, and build/selftest/grade-NN-solutions.json each reference's scorecard.
 #pragma once
@@ -26,7 +27,7 @@ struct SelftestOptions {
   std::string lab;               ///< only this lab ("" = all)
   bool build = true;             ///< build first
   bool gpu_plants_only = false;  ///< grade only the planted submissions that need a GPU (CI does the rest)
-  int jobs = 2;                  ///< 2: the labs in two queues side by side (distributed labs, the others); 1: one after another
+  int jobs = 2;                  ///< 2: two labs at a time (never two distributed ones); 1: one after another
 };
 
 int selftest(const Paths& paths, const SelftestOptions& options);

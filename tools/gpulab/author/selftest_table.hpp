@@ -22,7 +22,7 @@ class Table {
   /// Prints the summary, the time per stage and the last line, writes the JSON; the exit code
   /// (0: nothing failed).
   int finish() const;
-  /// The rows as JSON (a queue of labs run in another process hands them over this way), and
+  /// The rows as JSON (a lab graded in another process hands them over this way), and
   /// rows from such JSON appended, as they were (not printed again, their seconds kept).
   nlohmann::json rows_json() const;
   void append(const nlohmann::json& rows);

@@ -64,7 +64,7 @@ BuildResult build_targets(const Paths& paths, const std::vector<std::string>& ta
   BuildProgress shown(progress, isatty(STDOUT_FILENO) != 0, std::cout);
   if (!progress.empty() && !echo) options.on_output = [&shown](const std::string& chunk) { shown.feed(chunk); };
   // One build at a time in a build tree (two Ninjas in one tree corrupt its logs): selftest's two
-  // queues, or a `watch` beside a `grade`, wait here for each other. The lock goes with the process.
+  // workers, or a `watch` beside a `grade`, wait here for each other. The lock goes with the process.
   const fs::path lock_file = paths.build / ".gpulab-build.lock";
   const int lock = open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock >= 0) {
