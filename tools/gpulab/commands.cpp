@@ -163,7 +163,25 @@ int docs_command(const Paths& paths) {
                                                                   : " (warnings are errors: see above)") << '\n';
     return 1;
   }
-  std::cout << "gpulab docs: " << (paths.build / "docs" / "html" / "index.html").string() << '\n';
+  // Doxygen's warnings catch broken references, not markdown it rendered otherwise than GitHub:
+  // every page made from a .md file is read back for that (docs_problems).
+  const fs::path html = paths.build / "docs" / "html";
+  std::size_t pages = 0, found = 0;
+  for (const auto& entry : fs::directory_iterator(html)) {
+    const std::string name = entry.path().filename().string();
+    if (name != "index.html" && (name.rfind("md-", 0) != 0 || entry.path().extension() != ".html")) continue;
+    ++pages;
+    for (const std::string& problem : docs_problems(read_text(entry.path()))) {
+      std::cout << "  " << name << ": " << problem << '\n';
+      ++found;
+    }
+  }
+  if (found > 0) {
+    std::cout << "gpulab docs: " << found << " rendering problem(s) in " << html.string()
+              << " (fix the markdown, or the rewrite in tools/gpulab/docs/docs.cpp)\n";
+    return 1;
+  }
+  std::cout << "gpulab docs: " << (html / "index.html").string() << " (" << pages << " pages from markdown, rendered as written)\n";
   return 0;
 }
 

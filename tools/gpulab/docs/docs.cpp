@@ -30,64 +30,113 @@ std::string github_anchor(const std::string& heading) {
 
 namespace {
 
-/// @p code as Doxygen shows it literally inside <code>: HTML's characters escaped, and the ones
-/// Doxygen's markdown and commands read (\\ @ * _ [ ] # $ %) each behind a backslash or as entities.
+/// @p code as Doxygen 1.9 shows it literally within <code>: the characters its markdown and
+/// commands read each behind a backslash (its own escapes; numeric entities it shows raw; "\\_"
+/// it reads as a command, and an underscore inside code never makes emphasis there), HTML's
+/// as named entities, and an escaped pipe (a table cell's) kept escaped: the table reads it as
+/// part of the cell, Doxygen then prints "|".
 std::string literal_code(const std::string& code) {
   std::string out = "<code>";
-  for (const char c : code) {
+  for (std::size_t i = 0; i < code.size(); ++i) {
+    const char c = code[i];
     switch (c) {
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      case '*': out += "&#42;"; break;
-      case '_': out += "&#95;"; break;
-      case '[': out += "&#91;"; break;
-      case ']': out += "&#93;"; break;
-      case '#': out += "&#35;"; break;
-      case '\\': out += "&#92;"; break;
-      case '@': out += "&#64;"; break;
-      case '$': out += "&#36;"; break;
-      case '%': out += "&#37;"; break;
+      case '\\': out += i + 1 < code.size() && code[i + 1] == '|' ? "\\" : "\\\\"; break;
+      case '*': case '[': case ']': case '#': case '@': case '$': case '%': case '-': case '"': case '`':
+        out += '\\';
+        out += c;
+        break;
       default: out += c;
     }
   }
   return out + "</code>";
 }
 
-/// One line's inline code spans as literal_code (Doxygen 1.9 loses a code span after a quote
-/// on the same line, inside link text and inside bold: the site showed raw backticks and "****").
-/// A link whose target the site does not have (a folder, a source file) keeps its text only; a
-/// bold that holds nothing but a code span loses the bold. A line with an unpaired backtick is
-/// left alone.
-std::string rewrite_code_spans(const std::string& line) {
-  if (std::count(line.begin(), line.end(), '`') % 2 != 0) return line;
+/// Where the code span opening at @p open (a backtick) closes, npos if it does not on this line.
+std::size_t span_end(const std::string& line, std::size_t open) { return line.find('`', open + 1); }
+
+/// True when @p line leaves a code span or bold open: an odd number of backticks, or of "**"
+/// outside its code spans.
+bool left_open(const std::string& line) {
+  if (std::count(line.begin(), line.end(), '`') % 2 != 0) return true;
+  int bold = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '`') i = span_end(line, i);
+    else if (line.compare(i, 2, "**") == 0) ++bold, ++i;
+  }
+  return bold % 2 != 0;
+}
+
+/// One line of text outside code blocks and headings (code or bold that crosses lines joined
+/// into one), written so that Doxygen 1.9.4 renders what GitHub does. Seen on the site, each held
+/// by docs_problems: Doxygen reads nothing inside ASCII double quotes (a code span there, or
+/// after a quote that opened on an earlier line, shown with its backticks), so quotes outside code
+/// become &quot;; bold closed before some punctuation ("**1.6 ms**;") or holding code shows its
+/// "**", so bold is written as <b>; link text that is code shows raw (the link keeps plain text
+/// or, when the site has no page for its target — a folder, a source file — becomes the code
+/// alone); code with an escaped pipe in a table cell shows "\\|", and code holding an apostrophe
+/// becomes a TeX quote (`--case "the ranks' ...` shown as ‘--case ...), so both are literal_code.
+/// Other code spans stay as written: Doxygen reads them right.
+std::string rewrite_line(const std::string& line) {
+  if (std::count(line.begin(), line.end(), '`') % 2 != 0) return line;  // an unpaired backtick: as written
   std::string out;
   for (std::size_t i = 0; i < line.size();) {
-    if (line[i] != '`') {
-      out += line[i++];
+    if (line[i] == '[') {
+      const std::size_t text_end = line.find("](", i), stop = text_end == std::string::npos ? text_end : line.find(')', text_end);
+      const std::size_t inner = line.find_first_of("[]`", i + 1);
+      if (stop != std::string::npos && inner < text_end && line[inner] == '`' && line.find_first_of("[]", i + 1) == text_end) {
+        const std::string text = line.substr(i + 1, text_end - i - 1), target = line.substr(text_end + 2, stop - text_end - 2);
+        if (target.rfind("http", 0) == 0 || target.rfind("#", 0) == 0 || target.find(".md") != std::string::npos) {
+          std::string plain = text;
+          plain.erase(std::remove(plain.begin(), plain.end(), '`'), plain.end());
+          out += "[" + rewrite_line(plain) + "](" + target + ")";
+        } else {
+          out += rewrite_line(text);
+        }
+        i = stop + 1;
+        continue;
+      }
+    }
+    if (line[i] == '`') {  // a code span passes whole (no bold, link or quote inside it)
+      const std::size_t end = span_end(line, i);
+      const std::string code = line.substr(i + 1, end - i - 1);
+      const bool literal = (line[0] == '|' && code.find("\\|") != std::string::npos) || code.find('\'') != std::string::npos;
+      out += literal ? literal_code(code) : line.substr(i, end - i + 1);
+      i = end + 1;
       continue;
     }
-    const std::size_t end = line.find('`', i + 1);
-    out += literal_code(line.substr(i + 1, end - i - 1));
-    i = end + 1;
-  }
-  // [<code>x</code>](target): a target that is a page (.md), a web address or an anchor stays a link.
-  for (std::size_t at = out.find("[<code>"); at != std::string::npos; at = out.find("[<code>", at + 1)) {
-    const std::size_t close = out.find("</code>](", at);
-    if (close == std::string::npos || out.find(']', at) < close) continue;
-    const std::size_t target = close + 9, stop = out.find(')', target);
-    if (stop == std::string::npos) continue;
-    const std::string where = out.substr(target, stop - target);
-    const bool page = where.rfind("http", 0) == 0 || where.rfind("#", 0) == 0 || where.find(".md") != std::string::npos;
-    if (!page) out = out.substr(0, at) + out.substr(at + 1, close + 7 - at - 1) + out.substr(stop + 1);
-  }
-  for (std::size_t at = out.find("**<code>"); at != std::string::npos; at = out.find("**<code>", at + 1)) {
-    const std::size_t close = out.find("</code>**", at);
-    if (close != std::string::npos && out.find("<code>", at + 8) > close) out = out.substr(0, at) + out.substr(at + 2, close + 7 - at - 2) + out.substr(close + 9);
+    if (line[i] == '"') {
+      out += "&quot;";
+      ++i;
+      continue;
+    }
+    if (line.compare(i, 2, "**") == 0) {
+      std::size_t close = std::string::npos;
+      for (std::size_t j = i + 2; j + 1 < line.size(); ++j) {
+        if (line[j] == '`') j = span_end(line, j);
+        else if (line.compare(j, 2, "**") == 0) { close = j; break; }
+      }
+      if (close != std::string::npos) {
+        out += "<b>" + rewrite_line(line.substr(i + 2, close - i - 2)) + "</b>";
+        i = close + 2;
+        continue;
+      }
+    }
+    out += line[i++];
   }
   return out;
+}
+
+/// True for a line that cannot continue a paragraph (a code span never crosses it).
+bool ends_paragraph(const std::string& line) {
+  const std::size_t first = line.find_first_not_of(' ');
+  if (first == std::string::npos) return true;
+  const char c = line[first];
+  return line.compare(first, 3, "```") == 0 || c == '#' || c == '|' || c == '>' ||
+         ((c == '-' || c == '*') && line.size() > first + 1 && line[first + 1] == ' ') ||
+         line.find_first_not_of("0123456789", first) == line.find(". ", first);  // "12. " begins a numbered item
 }
 
 }  // namespace
@@ -102,7 +151,19 @@ std::string doxygen_markdown(const std::string& text, const std::string& path) {
   std::ostringstream out;
   bool fenced = false;
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("```", 0) == 0) fenced = !fenced;
+    const bool fence = line.rfind("```", 0) == 0;
+    if (fence) fenced = !fenced;
+    // Code or bold that crosses lines: the lines joined (markdown reads the break as a space).
+    while (!fenced && !fence && left_open(line) && in.peek() != EOF) {
+      const std::streampos at = in.tellg();
+      std::string next;
+      std::getline(in, next);
+      if (ends_paragraph(next)) {
+        in.seekg(at);
+        break;
+      }
+      line += " " + next.substr(next.find_first_not_of(' '));
+    }
     if (fenced) {
       out << line << '\n';
       continue;
@@ -115,10 +176,75 @@ std::string doxygen_markdown(const std::string& text, const std::string& path) {
     for (std::size_t at = line.find("](#"); at != std::string::npos; at = line.find("](#", at + 3)) {
       line.insert(at + 3, stem + "-");
     }
-    if (hashes == 0 || hashes == std::string::npos || line[hashes] != ' ') line = rewrite_code_spans(line);  // headings keep theirs (anchors)
+    if (hashes == 0 || hashes == std::string::npos || line[hashes] != ' ') line = rewrite_line(line);  // headings keep theirs (anchors)
     out << line << '\n';
   }
   return out.str();
+}
+
+namespace {
+
+/// @p html without the elements from @p open up to the next @p close (both included).
+std::string without(std::string html, const std::string& open, const std::string& close) {
+  for (std::size_t at = html.find(open); at != std::string::npos; at = html.find(open, at)) {
+    const std::size_t end = html.find(close, at);
+    html.erase(at, end == std::string::npos ? std::string::npos : end + close.size() - at);
+  }
+  return html;
+}
+
+/// @p html's text: tags dropped, newlines as spaces.
+std::string text_of(const std::string& html) {
+  std::string text;
+  bool tag = false;
+  for (const char c : html) {
+    if (c == '<') tag = true;
+    else if (c == '>') tag = false;
+    else if (!tag) text += c == '\n' ? ' ' : c;
+  }
+  return text;
+}
+
+std::string excerpt(const std::string& text, std::size_t at) {
+  const std::size_t from = at > 40 ? at - 40 : 0;
+  std::string e = text.substr(from, 80);
+  e.erase(std::unique(e.begin(), e.end(), [](char a, char b) { return a == ' ' && b == ' '; }), e.end());
+  return "\"" + e + "\"";
+}
+
+}  // namespace
+
+std::vector<std::string> docs_problems(const std::string& page) {
+  std::vector<std::string> problems;
+  const std::size_t contents = page.find("<div class=\"contents\">");
+  std::string html = contents == std::string::npos ? page : page.substr(contents);
+  html = without(html, "<div class=\"fragment\">", "<!-- fragment -->");
+  html = without(html, "<pre", "</pre>");
+  html = without(html, "<script", "</script>");
+  for (std::size_t at = html.find("<blockquote"); at != std::string::npos; at = html.find("<blockquote", at + 1)) {
+    const std::string quote = text_of(html.substr(at, html.find("</blockquote>", at) - at));
+    if (quote.find("Key concepts") == std::string::npos) problems.push_back("a block quote (a line began with \">\"): " + excerpt(quote, 0));
+  }
+  for (std::size_t at = html.find("<code>"); at != std::string::npos; at = html.find("<code>", at)) {
+    const std::size_t end = html.find("</code>", at);
+    const std::string code = html.substr(at, end == std::string::npos ? std::string::npos : end + 7 - at);
+    if (code.find("&amp;#") != std::string::npos) problems.push_back("an entity shown raw in code: " + excerpt(text_of(code), 0));
+    if (code.find("<em>") != std::string::npos || code.find("<b>") != std::string::npos || code.find("<strong>") != std::string::npos) {
+      problems.push_back("emphasis made of code's characters: " + excerpt(text_of(code), 0));
+    }
+    if (code.find("&ndash;") != std::string::npos || code.find("&mdash;") != std::string::npos) {
+      problems.push_back("a dash made typographic in code (-- shown as a dash): " + excerpt(text_of(code), 0));
+    }
+    html.replace(at, code.size(), "‹code›");  // so that an excerpt still reads
+  }
+  const std::string text = text_of(html);
+  for (const char* raw : {"`", "**", "]("}) {
+    const std::size_t size = std::char_traits<char>::length(raw);
+    for (std::size_t at = text.find(raw); at != std::string::npos; at = text.find(raw, at + size)) {
+      problems.push_back(std::string("markdown shown raw (") + raw + "): " + excerpt(text, at));
+    }
+  }
+  return problems;
 }
 
 }  // namespace gpulab::cli

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace gpulab::cli {
 
@@ -12,5 +13,12 @@ std::string github_anchor(const std::string& heading);
 /// For a .md file: every heading gets an explicit `{#anchor}` (GitHub's), so that the lessons'
 /// `[text](#anchor)` links resolve in Doxygen as they do on GitHub. Other files pass unchanged.
 std::string doxygen_markdown(const std::string& text, const std::string& path);
+
+/// What a page of the built site shows that its markdown did not mean, one line each with an
+/// excerpt: markdown left raw in the text (a backtick, "**", "]("), a numeric entity or a
+/// typographic dash inside code, a block quote other than the lesson's "Key concepts" box (a
+/// line that began with ">" by accident). @p html is a Doxygen page; only its contents are read,
+/// code blocks skipped.
+std::vector<std::string> docs_problems(const std::string& html);
 
 }  // namespace gpulab::cli
