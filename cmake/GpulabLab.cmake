@@ -1,9 +1,12 @@
-# gpulab_add_lab(<NN-slug> TESTS <test sources> [LIBRARIES <libraries the lab and its tests need>]
-#                [MAIN <test main library>] [EMU_SOURCES <sources> EMU_TESTS <tests>])
+# gpulab_add_lab(<NN-slug>)
 #
-# Everything else about the lab is in tests/NN-slug/lab.json, the one place it is declared:
+# Everything about the lab is in tests/NN-slug/lab.json, the one place it is declared, and is
+# read here by the CLI's own parser (base/lab_config.cpp, run as lab-scan at configure time):
 # "sources" (the files the learner edits), "timeout_s", "mpi_ranks" and "perf_ranks" (a
-# distributed lab: every case under mpirun at each W). MAIN defaults to gpulab_catch_main_cuda.
+# distributed lab: every case under mpirun at each W) and "build": its "tests" (the test
+# sources), "libraries", "main" ("cuda", or "mpi" for a distributed lab), "emulator" (true, or
+# the sources and tests to emulate) and "assemble_for" (more architectures the reference's .cu
+# files must assemble for). tests/CMakeLists.txt calls it for every tests/NN-slug/lab.json.
 #
 # From the one list of sources it creates, for lab NN:
 #   labNN_ref        solutions/NN-slug/            (the reference; its cases are registered in CTest)
@@ -12,12 +15,12 @@
 #   labNN_skeleton   rendered from solutions/ as `gpulab sync` would write labs/
 #   labNN_mutant_K   the reference with region NN.K alone replaced by its stub; only the file that
 #                    holds the region is compiled again, the others are the reference's objects
-# and, for kernel labs (the default MAIN) when GPULAB_ENABLE_EMULATOR is on, the same variants
-# built for the CPU block emulator (tools/emulator): labNN_emu_ref, labNN_emu, labNN_emu_sub,
-# labNN_emu_skeleton, labNN_emu_mutant_K. Every variant links the same test objects, so all are
-# judged by the same cases; student and reference code live in separate executables. EMU_SOURCES
-# and EMU_TESTS narrow the emulator's variants to the kernel part of a lab whose other parts need
-# libraries the emulator has no stand-in for.
+# and, for a lab whose "build.emulator" says so when GPULAB_ENABLE_EMULATOR is on, the same
+# variants built for the CPU block emulator (tools/emulator): labNN_emu_ref, labNN_emu,
+# labNN_emu_sub, labNN_emu_skeleton, labNN_emu_mutant_K. Every variant links the same test
+# objects, so all are judged by the same cases; student and reference code live in separate
+# executables. "emulator": {"sources", "tests"} narrows the emulator's variants to the kernel part
+# of a lab whose other parts need libraries the emulator has no stand-in for.
 # The CLI learns about the lab from build/labinfo/NN.json, written here.
 
 set(GPULAB_LABINFO_DIR "${CMAKE_BINARY_DIR}/labinfo")
@@ -25,24 +28,24 @@ set(GPULAB_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")
 set(GPULAB_EMU_DIR "${PROJECT_SOURCE_DIR}/tools/emulator")
 define_property(GLOBAL PROPERTY GPULAB_LABS BRIEF_DOCS "labs" FULL_DOCS "lab slugs added")
 
-# The region scanner: base/regions.cpp (the CLI's own parser) compiled at configure time, so that the
-# build and the CLI read SOLUTION regions with one grammar.
-function(_gpulab_region_scanner out)
+# lab-scan (tools/gpulab/base/lab_scan.cpp): the CLI's parsers of lab.json and of SOLUTION
+# regions, compiled at configure time, so that the build and the CLI read a lab one way.
+function(_gpulab_lab_scan out)
   set(dir "${PROJECT_SOURCE_DIR}/tools/gpulab")
-  set(srcs "${dir}/base/region_scan.cpp" "${dir}/base/regions.cpp" "${dir}/base/files.cpp")
-  set(exe "${CMAKE_BINARY_DIR}/region-scan")
+  set(srcs "${dir}/base/lab_scan.cpp" "${dir}/base/lab_config.cpp" "${dir}/base/regions.cpp" "${dir}/base/files.cpp")
+  set(exe "${CMAKE_BINARY_DIR}/lab-scan")
   set(stale OFF)
-  foreach(s IN LISTS srcs ITEMS "${dir}/base/regions.hpp" "${dir}/base/files.hpp")
+  foreach(s IN LISTS srcs ITEMS "${dir}/base/lab_config.hpp" "${dir}/base/regions.hpp" "${dir}/base/files.hpp" "${dir}/base/paths.hpp")
     if(NOT EXISTS "${exe}" OR "${s}" IS_NEWER_THAN "${exe}")
       set(stale ON)
     endif()
   endforeach()
   if(stale)
-    execute_process(COMMAND "${CMAKE_CXX_COMPILER}" -std=c++17 -O1 "-I${dir}" "-I${PROJECT_SOURCE_DIR}/common/include"
+    execute_process(COMMAND "${CMAKE_CXX_COMPILER}" -std=c++17 -O1 -Wall -Wextra -Werror "-I${dir}" "-I${PROJECT_SOURCE_DIR}/common/include"
                             ${srcs} -o "${exe}"
                     RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE err)
     if(NOT rc EQUAL 0)
-      message(FATAL_ERROR "gpulab: compiling the region scanner failed:\n${err}")
+      message(FATAL_ERROR "gpulab: compiling lab-scan failed:\n${err}")
     endif()
   endif()
   set(${out} "${exe}" PARENT_SCOPE)
@@ -50,38 +53,14 @@ endfunction()
 
 # The regions of @p file as "id" list; a malformed marker stops the configure with file:line.
 function(_gpulab_regions_of file number out)
-  _gpulab_region_scanner(scanner)
-  execute_process(COMMAND "${scanner}" "${file}" "${number}" RESULT_VARIABLE rc OUTPUT_VARIABLE ids ERROR_VARIABLE err)
+  _gpulab_lab_scan(scanner)
+  execute_process(COMMAND "${scanner}" regions "${file}" "${number}" RESULT_VARIABLE rc OUTPUT_VARIABLE ids ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "gpulab: ${err}")
   endif()
   string(STRIP "${ids}" ids)
   string(REPLACE "\n" ";" ids "${ids}")
   set(${out} "${ids}" PARENT_SCOPE)
-endfunction()
-
-# lab.json's value at @p key (a JSON array becomes a CMake list), or @p default.
-function(_gpulab_json_get json key default out)
-  string(JSON type ERROR_VARIABLE err TYPE "${json}" ${key})
-  if(err)
-    set(${out} "${default}" PARENT_SCOPE)
-    return()
-  endif()
-  if(type STREQUAL "ARRAY")
-    string(JSON n LENGTH "${json}" ${key})
-    set(values)
-    if(n GREATER 0)
-      math(EXPR last "${n} - 1")
-      foreach(i RANGE ${last})
-        string(JSON v GET "${json}" ${key} ${i})
-        list(APPEND values "${v}")
-      endforeach()
-    endif()
-    set(${out} "${values}" PARENT_SCOPE)
-  else()
-    string(JSON v GET "${json}" ${key})
-    set(${out} "${v}" PARENT_SCOPE)
-  endif()
 endfunction()
 
 # A JSON list of strings from a CMake list (generator expressions allowed in the items).
@@ -285,29 +264,24 @@ function(_gpulab_write_labinfo num content)
 endfunction()
 
 function(gpulab_add_lab slug)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "MAIN" "TESTS;LIBRARIES;EMU_SOURCES;EMU_TESTS")
   string(SUBSTRING "${slug}" 0 2 num)
-  set(test_dir "${CMAKE_CURRENT_SOURCE_DIR}")
+  set(test_dir "${PROJECT_SOURCE_DIR}/tests/${slug}")
   set(sol_dir "${PROJECT_SOURCE_DIR}/solutions/${slug}")
   set(lab_dir "${PROJECT_SOURCE_DIR}/labs/${slug}")
   set(sub_dir "${CMAKE_BINARY_DIR}/submission/${num}")
   set_property(GLOBAL APPEND PROPERTY GPULAB_LABS "${slug}")
 
-  # lab.json: the lab's own facts (editing it re-runs configure).
+  # lab.json, read by lab-scan into GPULAB_LAB_* (editing it re-runs configure); an error names
+  # the file and the key.
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${test_dir}/lab.json")
-  file(READ "${test_dir}/lab.json" lab_json)
-  _gpulab_json_get("${lab_json}" sources "" GPULAB_LAB_SOURCES)
-  _gpulab_json_get("${lab_json}" timeout_s 120 timeout)
-  _gpulab_json_get("${lab_json}" mpi_ranks "" mpi_ranks)
-  _gpulab_json_get("${lab_json}" perf_ranks "${mpi_ranks}" perf_ranks)
-  if(NOT GPULAB_LAB_SOURCES)
-    message(FATAL_ERROR "gpulab: tests/${slug}/lab.json lists no \"sources\"")
+  _gpulab_lab_scan(scanner)
+  execute_process(COMMAND "${scanner}" facts "${PROJECT_SOURCE_DIR}" "${slug}" RESULT_VARIABLE rc OUTPUT_VARIABLE facts ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gpulab: ${err}")
   endif()
-  set(custom_main ON)
-  if(NOT ARG_MAIN)
-    set(ARG_MAIN gpulab_catch_main_cuda)
-    set(custom_main OFF)
-  endif()
+  file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/lab-facts.cmake" "${facts}")
+  include("${CMAKE_CURRENT_BINARY_DIR}/lab-facts.cmake")
+  list(TRANSFORM GPULAB_LAB_TESTS PREPEND "${test_dir}/" OUTPUT_VARIABLE lab_tests)
 
   # Regions, read at configure time with the CLI's own grammar; editing a solution re-runs it.
   set(region_files)
@@ -352,26 +326,26 @@ function(gpulab_add_lab slug)
   # EMU_SOURCES / EMU_TESTS: a lab whose other parts need libraries the emulator does not stand in
   # for (lab 04's training on gpulab::nn) emulates only these sources and tests; its other
   # regions get no emulated mutant (their [cpu] cases run natively anyway).
-  if(GPULAB_ENABLE_EMULATOR AND NOT custom_main)
-    set(emu_tests ${ARG_TESTS})
+  if(GPULAB_ENABLE_EMULATOR AND GPULAB_LAB_EMULATOR)
+    set(emu_tests ${lab_tests})
     set(emu_region_files "${region_files}")
     set(all_sources "${GPULAB_LAB_SOURCES}")
-    if(ARG_EMU_TESTS)
-      set(emu_tests ${ARG_EMU_TESTS})
+    if(GPULAB_LAB_EMU_TESTS)
+      list(TRANSFORM GPULAB_LAB_EMU_TESTS PREPEND "${test_dir}/" OUTPUT_VARIABLE emu_tests)
     endif()
-    if(ARG_EMU_SOURCES)
+    if(GPULAB_LAB_EMU_SOURCES)
       set(emu_region_files)
       foreach(pair IN LISTS region_files)
         string(REPLACE "|" ";" parts "${pair}")
         list(GET parts 0 r)
         list(GET parts 1 index)
         list(GET all_sources ${index} f)
-        list(FIND ARG_EMU_SOURCES "${f}" emu_index)
+        list(FIND GPULAB_LAB_EMU_SOURCES "${f}" emu_index)
         if(emu_index GREATER -1)
           list(APPEND emu_region_files "${r}|${emu_index}")
         endif()
       endforeach()
-      set(GPULAB_LAB_SOURCES "${ARG_EMU_SOURCES}")
+      set(GPULAB_LAB_SOURCES "${GPULAB_LAB_EMU_SOURCES}")
     endif()
     add_library(lab${num}_emu_interface INTERFACE)
     target_include_directories(lab${num}_emu_interface INTERFACE "${test_dir}")
@@ -387,10 +361,10 @@ function(gpulab_add_lab slug)
   set(missing "")
   if(NOT GPULAB_HAVE_CUDA)
     set(missing "no CUDA toolkit")
-  elseif(custom_main AND NOT TARGET ${ARG_MAIN})
+  elseif(NOT TARGET ${GPULAB_LAB_MAIN})
     set(missing "no MPI (apt-get install libopenmpi-dev openmpi-bin)")
   endif()
-  foreach(library IN LISTS ARG_LIBRARIES)
+  foreach(library IN LISTS GPULAB_LAB_LIBRARIES)
     if(NOT missing AND NOT TARGET ${library})
       set(missing "${library} is not built here (./gpulab doctor says what is missing)")
     endif()
@@ -404,11 +378,24 @@ function(gpulab_add_lab slug)
   # The interface header(s) in tests/NN-slug are owned by the tests; labs and solutions include them.
   add_library(lab${num}_interface INTERFACE)
   target_include_directories(lab${num}_interface INTERFACE "${test_dir}")
-  target_link_libraries(lab${num}_interface INTERFACE gpulab ${ARG_LIBRARIES})
-  add_library(lab${num}_tests OBJECT ${ARG_TESTS})
-  target_link_libraries(lab${num}_tests PUBLIC gpulab gpulab_testing lab${num}_interface ${ARG_LIBRARIES})
+  target_link_libraries(lab${num}_interface INTERFACE gpulab ${GPULAB_LAB_LIBRARIES})
+  add_library(lab${num}_tests OBJECT ${lab_tests})
+  target_link_libraries(lab${num}_tests PUBLIC gpulab gpulab_testing lab${num}_interface ${GPULAB_LAB_LIBRARIES})
   gpulab_warnings(lab${num}_tests STRICT)
-  _gpulab_variant_set(${num} ${slug} "" lab${num}_interface lab${num}_tests ${ARG_MAIN} "${region_files}")
+  _gpulab_variant_set(${num} ${slug} "" lab${num}_interface lab${num}_tests ${GPULAB_LAB_MAIN} "${region_files}")
+
+  # "assemble_for": the reference's .cu files also assembled (ptxas only, nothing runs) for these
+  # architectures, so that an instruction or operand that does not exist on the build's own
+  # architecture (sm_75 without a GPU) still fails the build here, not first on a GPU.
+  if(GPULAB_LAB_ASSEMBLE_FOR)
+    set(cu_files "${GPULAB_LAB_SOURCES}")
+    list(FILTER cu_files INCLUDE REGEX "\\.cu$")
+    list(TRANSFORM cu_files PREPEND "${sol_dir}/")
+    add_library(lab${num}_arch_check OBJECT ${cu_files})
+    target_link_libraries(lab${num}_arch_check PRIVATE lab${num}_interface)
+    set_target_properties(lab${num}_arch_check PROPERTIES CUDA_ARCHITECTURES "${GPULAB_LAB_ASSEMBLE_FOR}")
+    gpulab_warnings(lab${num}_arch_check STRICT)
+  endif()
 
   # What the grader must find unchanged after every learner process (its own build).
   set(grader_files "\"$<TARGET_FILE:lab${num}_ref>\",\"$<JOIN:$<TARGET_OBJECTS:lab${num}_tests>,\",\">\",\"$<TARGET_FILE:gpulab_host>\"")
@@ -417,7 +404,7 @@ function(gpulab_add_lab slug)
   endif()
   string(APPEND head ",\"grader_files\":[${grader_files}]")
   # CTest: one entry per reference test case; the listing is kept for the CLI.
-  gpulab_register_tests(lab${num}_ref lab${num} ${timeout} MPI_RANKS ${mpi_ranks} PERF_RANKS ${perf_ranks}
+  gpulab_register_tests(lab${num}_ref lab${num} ${GPULAB_LAB_TIMEOUT} MPI_RANKS ${GPULAB_LAB_MPI_RANKS} PERF_RANKS ${GPULAB_LAB_PERF_RANKS}
                         CASES_FILE "${GPULAB_LABINFO_DIR}/${num}-cases.txt")
   _gpulab_write_labinfo(${num} "{${head},\"buildable\":true,\"variants\":{${variants_json}},\"mutants\":{${mutants_json}},\"emu_mutants\":{${emu_mutants_json}}}")
 endfunction()

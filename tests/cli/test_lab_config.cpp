@@ -42,6 +42,37 @@ TEST_CASE("lab.json with an unknown key or a wrong type or a bad threshold is re
   CHECK(lab.distributed());
 }
 
+TEST_CASE("lab.json's build (what CMake makes of the lab) is refused with the key that is wrong", "[cpu]") {
+  const std::string head = R"({"title": "X", "sources": ["a.cu", "b.cpp"], )";
+  const LabConfig lab = parse_lab_json(head + R"("build": {"tests": ["test_a.cpp", "test_b.cpp"], "libraries": ["CUDA::cublas"],
+      "emulator": {"sources": ["a.cu"], "tests": ["test_a.cpp"]}, "assemble_for": ["90a-real"]}})", "lab.json");
+  CHECK(lab.targets.tests == std::vector<std::string>{"test_a.cpp", "test_b.cpp"});
+  CHECK(lab.targets.main == "cuda");  // the default
+  CHECK(lab.targets.emulator);
+  CHECK(lab.targets.emu_sources == std::vector<std::string>{"a.cu"});
+  CHECK(parse_lab_json(head + R"("build": {"tests": ["t.cpp"], "emulator": true}})", "lab.json").targets.emu_sources.empty());
+  CHECK_FALSE(parse_lab_json(head + R"("build": {"tests": ["t.cpp"]}})", "lab.json").targets.emulator);
+  CHECK(error_of(head + R"("build": {"libraries": ["cublas"]}})").find("build: \"tests\" is missing") != std::string::npos);
+  CHECK(error_of(head + R"("build": {"tests": ["t.cpp"], "libraries": ["cublas"]}})").find("\"libraries\" holds \"cublas\", which is not one of CUDA::cublas") != std::string::npos);
+  CHECK(error_of(head + R"("build": {"tests": ["t.cpp"], "main": "mpi"}})").find("\"main\" is \"mpi\" but the lab has no \"mpi_ranks\"") != std::string::npos);
+  CHECK(error_of(head + R"("mpi_ranks": [2], "build": {"tests": ["t.cpp"]}})").find("\"main\" is \"cuda\" but the lab has \"mpi_ranks\"") != std::string::npos);
+  CHECK(error_of(head + R"("mpi_ranks": [2], "build": {"tests": ["t.cpp"], "main": "mpi", "emulator": true}})").find("\"emulator\" is for kernel labs") != std::string::npos);
+  CHECK(error_of(head + R"("build": {"tests": ["t.cpp"], "emulator": {"sources": ["c.cu"]}}})").find("\"emulator.sources\" holds \"c.cu\"") != std::string::npos);
+  CHECK(error_of(head + R"("build": {"tests": ["../t.cpp"]}})").find("\"tests\" holds \"../t.cpp\"") != std::string::npos);
+  CHECK(error_of(head + R"("build": {"tests": ["t.cpp"], "assemble_for": ["sm_90"]}})").find("\"assemble_for\" holds \"sm_90\"") != std::string::npos);
+  CHECK(error_of(head + R"("build": {"tests": ["t.cpp"], "mains": "x"}})").find("build: unknown key \"mains\"") != std::string::npos);
+  // The lab's part of the GPU proof (scripts/gpu-check).
+  const LabConfig gpu = parse_lab_json(head + R"("gpu_check": {"risk": 2, "sass": true, "grades": [{"name": "ipc", "env": {"B": "cuda-ipc"},
+      "repeat": 2, "args": ["--ranks", "2"]}]}})", "lab.json");
+  CHECK(gpu.gpu_check.risk == 2);
+  REQUIRE(gpu.gpu_check.grades.size() == 1);
+  CHECK(gpu.gpu_check.grades[0].env.at("B") == "cuda-ipc");
+  CHECK(gpu.gpu_check.grades[0].repeat == 2);
+  CHECK(error_of(head + R"("gpu_check": {"grades": [{"name": "a b"}]}})").find("gpu_check grades[1]: \"name\" is a file name") != std::string::npos);
+  CHECK(error_of(head + R"("gpu_check": {"grades": [{"name": "a", "repeat": 0}]}})").find("\"repeat\" is 1 to 10") != std::string::npos);
+  CHECK(error_of(head + R"("gpu_check": {"order": 1}})").find("gpu_check: unknown key \"order\"") != std::string::npos);
+}
+
 TEST_CASE("a lab is checked against its tree: sources present and hints naming regions that exist", "[cpu]") {
   TempTree good("config");
   REQUIRE(discover_labs(good.paths).size() == 1);
@@ -50,6 +81,10 @@ TEST_CASE("a lab is checked against its tree: sources present and hints naming r
   CHECK_THROWS_WITH(discover_labs(missing.paths), Catch::Contains("source \"b.cu\" is not in solutions/05-x/"));
   TempTree hints("config-hints", R"({"title": "X", "sources": ["a.cu"], "todo_hints": {"05.9": ["x"]}})");
   CHECK_THROWS_WITH(discover_labs(hints.paths), Catch::Contains("todo_hints names TODO(05.9)"));
+  TempTree no_build("config-no-build", R"({"title": "X", "sources": ["a.cu"]})");
+  CHECK_THROWS_WITH(discover_labs(no_build.paths), Catch::Contains("\"build\" is missing"));
+  TempTree no_test("config-no-test", R"({"title": "X", "sources": ["a.cu"], "build": {"tests": ["test_y.cpp"]}})");
+  CHECK_THROWS_WITH(discover_labs(no_test.paths), Catch::Contains("\"build.tests\" names \"test_y.cpp\", which tests/05-x/ does not have"));
 }
 
 TEST_CASE("the case list gives tags and TODOs and the stretch goals", "[cpu]") {

@@ -19,7 +19,7 @@ Check check(const std::string& name, Status status, Where where = Where::kCpu) {
   c.where = where;
   return c;
 }
-const char* kHints = R"({"title": "X", "sources": ["a.cu"], "todo_hints": {"05.1": ["first step", "second step"]}})";
+const char* kHints = R"({"title": "X", "sources": ["a.cu"], "build": {"tests": ["test_x.cpp"]}, "todo_hints": {"05.1": ["first step", "second step"]}})";
 }  // namespace
 
 TEST_CASE("progress is recorded per lab and summarised", "[cpu]") {

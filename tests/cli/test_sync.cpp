@@ -12,7 +12,7 @@ using namespace gpulab::cli;
 namespace {
 /// The shared throwaway tree, plus a header without regions.
 struct Tree : gpulab::testing::TempTree {
-  Tree() : TempTree("sync", R"({"title": "X", "sources": ["a.cu", "util.hpp"]})") { write("solutions/05-x/util.hpp", "// no regions here\n"); }
+  Tree() : TempTree("sync", R"({"title": "X", "sources": ["a.cu", "util.hpp"], "build": {"tests": ["test_x.cpp"]}})") { write("solutions/05-x/util.hpp", "// no regions here\n"); }
   std::vector<LabConfig> labs() const { return discover_labs(paths); }
 };
 }  // namespace

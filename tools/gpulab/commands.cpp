@@ -74,6 +74,15 @@ int list_labs(const Paths& paths) {
       std::cout << "      part " << k + 1 << "  " << lab.parts[k].title << (todos.empty() ? "" : " (TODO " + todos + ")") << ": ./gpulab grade "
                 << lab.number << " --part " << k + 1 << "\n";
     }
+    if (lab.distributed()) {
+      const auto widths = [](const std::vector<int>& w) {
+        std::string text;
+        for (std::size_t i = 0; i < w.size(); ++i) text += (i == 0 ? "" : i + 1 == w.size() ? " and " : ", ") + std::to_string(w[i]);
+        return text;
+      };
+      std::cout << "      ranks   every case at W = " << widths(lab.mpi_ranks) << ", performance at W = " << widths(lab.perf_ranks)
+                << " (lab.json; --ranks N picks one)\n";
+    }
     std::cout << "      grade   ./gpulab grade " << lab.number << (lab.parts.empty() ? "" : "   (every part)") << "\n";
   }
   // Labs the curriculum announces that have no lab.json yet: "## 10 — Tensor parallel (planned)".
@@ -182,6 +191,30 @@ int docs_command(const Paths& paths) {
     return 1;
   }
   std::cout << "gpulab docs: " << (html / "index.html").string() << " (" << pages << " pages from markdown, rendered as written)\n";
+  return 0;
+}
+
+int gpu_plan_command(const Paths& paths) {
+  std::vector<LabConfig> labs = discover_labs(paths);
+  // The order of risk: the labs that state theirs first (1 first), then the others by number.
+  std::stable_sort(labs.begin(), labs.end(), [](const LabConfig& a, const LabConfig& b) {
+    const int ra = a.gpu_check.risk > 0 ? a.gpu_check.risk : 1000, rb = b.gpu_check.risk > 0 ? b.gpu_check.risk : 1000;
+    return ra < rb;
+  });
+  for (const LabConfig& lab : labs) {
+    if (lab.gpu_check.sass) std::cout << "sass\t" << lab.number << '\t' << lab.slug << '\n';
+    std::vector<GpuGrade> grades = lab.gpu_check.grades;
+    if (grades.empty()) grades.push_back({"grade-" + lab.number + "-solutions", {}, {}, 1});
+    for (const GpuGrade& g : grades) {
+      std::string env, args;
+      for (const auto& [key, value] : g.env) env += (env.empty() ? "" : " ") + key + "=" + value;
+      for (const std::string& a : g.args) args += (args.empty() ? "" : "\x1f") + a;
+      for (int run = 1; run <= g.repeat; ++run) {
+        const std::string name = g.repeat > 1 ? g.name + "-run" + std::to_string(run) : g.name;
+        std::cout << "grade\t" << lab.number << '\t' << name << '\t' << (env.empty() ? "-" : env) << '\t' << (args.empty() ? "-" : args) << '\n';
+      }
+    }
+  }
   return 0;
 }
 

@@ -29,6 +29,10 @@ int run_sync(const Paths& paths, bool check, bool force);
 int plot_command(const std::string& scorecard, const std::string& out_dir);
 /// `docs`: the Doxygen site.
 int docs_command(const Paths& paths);
+/// `gpu-plan`: the GPU proof's grades (scripts/gpu-check), from every lab.json's "gpu_check", in
+/// the order of risk; one line each, tab-separated: "sass NN SLUG" (show labNN_ref's SASS) or
+/// "grade NN NAME ENV ARGS" (ENV: K=V separated by spaces; ARGS: separated by \x1f; "-" for none).
+int gpu_plan_command(const Paths& paths);
 /// `doc-filter FILE`: Doxygen's input filter.
 int doc_filter(const std::string& file);
 /// `render`: a skeleton or mutant file, for the build.

@@ -187,6 +187,9 @@ int main(int argc, char** argv) {
       grade_command(app, paths), emulate_command(app, paths), selftest_command(app, paths), sync_command(app, paths),
       hint_command(app, paths), watch_command(app, paths), cluster_command(app, paths), plot_command(app), summary_command(app)};
   internal_commands(app, commands);
+  auto* gpu_plan = app.add_subcommand("gpu-plan", "the GPU proof's grades from every lab.json (used by scripts/gpu-check)");
+  gpu_plan->group("");
+  commands.push_back({gpu_plan, [&] { return cli::gpu_plan_command(paths); }});
   CLI11_PARSE(app, argc, argv);
   cli::install_interrupt_handlers();
   try {

@@ -81,6 +81,83 @@ void check_against_tree(LabConfig& lab, const std::string& where) {
       if (!fs::is_regular_file(lab.tests / f)) throw ConfigError(where + ": part \"" + part.title + "\" names test file \"" + f + "\", which tests/" + lab.slug + "/ does not have");
     }
   }
+  if (lab.targets.tests.empty()) throw ConfigError(where + ": \"build\" is missing (its \"tests\" are the test sources the build compiles)");
+  for (const std::string& f : lab.targets.tests) {
+    if (!fs::is_regular_file(lab.tests / f)) throw ConfigError(where + ": \"build.tests\" names \"" + f + "\", which tests/" + lab.slug + "/ does not have");
+  }
+}
+
+/// Every item of @p items is one of @p allowed; else an error naming @p key and what it may hold.
+void each_in(const std::vector<std::string>& items, const std::vector<std::string>& allowed, const std::string& key, const std::string& where) {
+  for (const std::string& item : items) {
+    if (std::find(allowed.begin(), allowed.end(), item) != allowed.end()) continue;
+    std::string known;
+    for (const std::string& a : allowed) known += (known.empty() ? "" : ", ") + a;
+    throw ConfigError(where + ": \"" + key + "\" holds \"" + item + "\", which is not one of " + (known.empty() ? "(none)" : known));
+  }
+}
+
+LabTargets parse_targets(const json& b, const LabConfig& lab, const std::string& where) {
+  if (!b.is_object()) throw ConfigError(where + ": must be an object");
+  only_keys(b, {"tests", "libraries", "main", "emulator", "assemble_for"}, where);
+  LabTargets t;
+  t.tests = get<std::vector<std::string>>(b, "tests", {}, where);
+  if (t.tests.empty()) throw ConfigError(where + ": \"tests\" is missing (the test sources beside lab.json)");
+  for (const std::string& f : t.tests) {
+    if (f.find('/') != std::string::npos || f.size() < 5 || (f.substr(f.size() - 4) != ".cpp" && f.substr(f.size() - 3) != ".cu")) {
+      throw ConfigError(where + ": \"tests\" holds \"" + f + "\" (a .cpp or .cu file beside lab.json)");
+    }
+  }
+  t.libraries = get<std::vector<std::string>>(b, "libraries", {}, where);
+  each_in(t.libraries, kLabLibraries, "libraries", where);
+  t.main = get<std::string>(b, "main", "cuda", where);
+  each_in({t.main}, {"cuda", "mpi"}, "main", where);
+  if ((t.main == "mpi") != lab.distributed()) {
+    throw ConfigError(where + ": \"main\" is \"" + t.main + "\" but the lab " + (lab.distributed() ? "has" : "has no") +
+                      " \"mpi_ranks\" (\"mpi\" runs every case under mpirun at each W)");
+  }
+  if (b.contains("emulator")) {
+    const json& e = b.at("emulator");
+    if (e.is_boolean()) {
+      t.emulator = e.get<bool>();
+    } else if (e.is_object()) {
+      only_keys(e, {"sources", "tests"}, where + " emulator");
+      t.emulator = true;
+      t.emu_sources = get<std::vector<std::string>>(e, "sources", {}, where + " emulator");
+      t.emu_tests = get<std::vector<std::string>>(e, "tests", {}, where + " emulator");
+      each_in(t.emu_sources, lab.sources, "emulator.sources", where);
+      each_in(t.emu_tests, t.tests, "emulator.tests", where);
+    } else {
+      throw ConfigError(where + ": \"emulator\" is true, false or {\"sources\": [...], \"tests\": [...]}");
+    }
+    if (t.emulator && t.main != "cuda") throw ConfigError(where + ": \"emulator\" is for kernel labs (\"main\": \"cuda\")");
+  }
+  t.assemble_for = get<std::vector<std::string>>(b, "assemble_for", {}, where);
+  for (const std::string& arch : t.assemble_for) {
+    if (!std::regex_match(arch, std::regex(R"(\d\d[a-z]?-(real|virtual))"))) {
+      throw ConfigError(where + ": \"assemble_for\" holds \"" + arch + "\" (CMake's form: \"80-real\", \"90a-real\")");
+    }
+  }
+  return t;
+}
+
+GpuCheck parse_gpu_check(const json& g, const std::string& where) {
+  if (!g.is_object()) throw ConfigError(where + ": must be an object");
+  only_keys(g, {"risk", "sass", "grades"}, where);
+  GpuCheck c{get<int>(g, "risk", 0, where), get<bool>(g, "sass", false, where), {}};
+  if (c.risk < 0) throw ConfigError(where + ": \"risk\" is 1 (first) or more");
+  const json grades = get<json>(g, "grades", json::array(), where);
+  if (!grades.is_array()) throw ConfigError(where + ": \"grades\" must be a list");
+  for (std::size_t k = 0; k < grades.size(); ++k) {
+    const std::string w = where + " grades[" + std::to_string(k + 1) + "]";
+    only_keys(grades[k], {"name", "args", "env", "repeat"}, w);
+    GpuGrade grade{get<std::string>(grades[k], "name", "", w), get<std::vector<std::string>>(grades[k], "args", {}, w),
+                   get<std::map<std::string, std::string>>(grades[k], "env", {}, w), get<int>(grades[k], "repeat", 1, w)};
+    if (!std::regex_match(grade.name, std::regex("[a-z0-9][a-z0-9-]*"))) throw ConfigError(w + ": \"name\" is a file name: a-z, 0-9 and -");
+    if (grade.repeat < 1 || grade.repeat > 10) throw ConfigError(w + ": \"repeat\" is 1 to 10");
+    c.grades.push_back(grade);
+  }
+  return c;
 }
 
 }  // namespace
@@ -94,7 +171,7 @@ LabConfig parse_lab_json(const std::string& text, const std::string& where) {
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) throw ConfigError(where + ": not valid JSON");
   only_keys(j, {"title", "sources", "timeout_s", "mpi_ranks", "perf_ranks", "forbidden_symbols", "performance", "profile", "hints",
-                "todo_hints", "parts"},
+                "todo_hints", "parts", "build", "gpu_check"},
             where);
   LabConfig lab;
   lab.title = get<std::string>(j, "title", "", where);
@@ -163,6 +240,8 @@ LabConfig parse_lab_json(const std::string& text, const std::string& where) {
   for (const std::string& f : lab.sources) {
     if (!lab.parts.empty() && !source_part.count(f)) throw ConfigError(where + ": \"parts\" leave source \"" + f + "\" out");
   }
+  if (j.contains("build")) lab.targets = parse_targets(j.at("build"), lab, where + " build");
+  if (j.contains("gpu_check")) lab.gpu_check = parse_gpu_check(j.at("gpu_check"), where + " gpu_check");
   return lab;
 }
 
@@ -185,6 +264,21 @@ BuildInfo parse_labinfo(const std::string& text, const std::string& where) {
   return b;
 }
 
+LabConfig load_lab(const fs::path& root, const std::string& slug) {
+  const fs::path json_file = root / "tests" / slug / "lab.json";
+  if (!fs::exists(json_file)) throw ConfigError("solutions/" + slug + " has no tests/" + slug + "/lab.json");
+  const std::string where = "tests/" + slug + "/lab.json";
+  LabConfig lab = parse_lab_json(read_text(json_file), where);
+  lab.number = slug.substr(0, 2);
+  lab.slug = slug;
+  lab.solutions = root / "solutions" / slug;
+  lab.labs = root / "labs" / slug;
+  lab.tests = root / "tests" / slug;
+  lab.lesson = root / "lessons" / (slug + ".md");
+  check_against_tree(lab, where);
+  return lab;
+}
+
 std::vector<LabConfig> discover_labs(const Paths& paths) {
   std::vector<LabConfig> labs;
   const fs::path solutions = paths.root / "solutions";
@@ -194,17 +288,7 @@ std::vector<LabConfig> discover_labs(const Paths& paths) {
     std::smatch m;
     const std::string name = entry.path().filename().string();
     if (!entry.is_directory() || !std::regex_match(name, m, slug_pattern)) continue;
-    const fs::path json_file = paths.root / "tests" / name / "lab.json";
-    if (!fs::exists(json_file)) throw ConfigError("solutions/" + name + " has no tests/" + name + "/lab.json");
-    const std::string where = "tests/" + name + "/lab.json";
-    LabConfig lab = parse_lab_json(read_text(json_file), where);
-    lab.number = m[1].str();
-    lab.slug = name;
-    lab.solutions = entry.path();
-    lab.labs = paths.root / "labs" / name;
-    lab.tests = paths.root / "tests" / name;
-    lab.lesson = paths.root / "lessons" / (name + ".md");
-    check_against_tree(lab, where);
+    LabConfig lab = load_lab(paths.root, name);
     const fs::path info = paths.build / "labinfo" / (lab.number + ".json");
     if (fs::exists(info)) lab.build = parse_labinfo(read_text(info), info.string());
     labs.push_back(std::move(lab));

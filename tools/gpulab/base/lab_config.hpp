@@ -76,6 +76,37 @@ struct LabPart {
   std::vector<std::string> tests;    ///< the files in tests/NN-slug/ whose cases grade it
 };
 
+/// How the build makes a lab (lab.json "build"), read by cmake/GpulabLab.cmake through lab-scan
+/// (base/lab_scan.cpp): this parser is the only one.
+struct LabTargets {
+  std::vector<std::string> tests;         ///< the test sources in tests/NN-slug/
+  std::vector<std::string> libraries;     ///< what the lab and its tests link (kLabLibraries)
+  std::string main = "cuda";              ///< the test main: "cuda" (one process) or "mpi" (one per rank)
+  bool emulator = false;                  ///< also built for the CPU block emulator (a kernel lab)
+  std::vector<std::string> emu_sources;   ///< the emulated part: these sources (empty: all)
+  std::vector<std::string> emu_tests;     ///< ... judged by these tests (empty: all)
+  std::vector<std::string> assemble_for;  ///< more CUDA architectures the reference's .cu files must assemble for
+};
+
+/// One reference grade of the GPU proof (lab.json "gpu_check.grades"; scripts/gpu-check runs it).
+struct GpuGrade {
+  std::string name;                          ///< its scorecard's name in the proof's folder
+  std::vector<std::string> args;             ///< `gpulab grade NN --solutions` options beyond the proof's own
+  std::map<std::string, std::string> env;    ///< environment for the grade (GPULAB_DIST_BACKEND)
+  int repeat = 1;                            ///< times in a row (each named NAME-runK when > 1)
+};
+
+/// The lab's part of the GPU proof (lab.json "gpu_check"): where it falls in the order of risk,
+/// what it grades. A lab without it is graded whole, after the ones that have it.
+struct GpuCheck {
+  int risk = 0;                 ///< 1 runs first; 0: after every lab that has one, by number
+  bool sass = false;            ///< print the architectures in labNN_ref's SASS first
+  std::vector<GpuGrade> grades; ///< empty: one grade, "grade-NN-solutions"
+};
+
+/// The libraries a lab may link (lab.json "build.libraries"): CMake targets the project defines.
+inline const std::vector<std::string> kLabLibraries = {"CUDA::cublas", "gpulab_nn", "gpulab_dist"};
+
 /// One executable the build makes for a lab.
 struct Variant {
   std::string target;                    ///< CMake target of the executable
@@ -120,7 +151,9 @@ struct LabConfig {
   std::string timeout_hint, crash_hint;
   std::map<std::string, std::vector<std::string>> todo_hints;
   std::vector<LabPart> parts;  ///< empty: the lab is graded whole
-  BuildInfo build;
+  LabTargets targets;          ///< how the build makes it (lab.json)
+  GpuCheck gpu_check;          ///< its part of the GPU proof (lab.json)
+  BuildInfo build;             ///< what the build made (labinfo)
 
   bool distributed() const { return !mpi_ranks.empty(); }
   /// Part k (from 1) of this lab, or nullptr.
@@ -132,6 +165,10 @@ LabConfig parse_lab_json(const std::string& text, const std::string& where);
 /// Parses labinfo JSON text.
 BuildInfo parse_labinfo(const std::string& text, const std::string& where);
 
+/// Lab @p slug ("01-hello-kernel") of the tree at @p root: tests/SLUG/lab.json parsed and checked
+/// against the tree (sources present, todo_hints naming regions that exist, build.tests present),
+/// without what the build wrote. Throws ConfigError naming the file and the key.
+LabConfig load_lab(const fs::path& root, const std::string& slug);
 /// Every lab with a folder in solutions/, in order, each loaded and checked (sources present,
 /// todo_hints naming regions that exist) with its labinfo when the build tree has one.
 std::vector<LabConfig> discover_labs(const Paths& paths);
