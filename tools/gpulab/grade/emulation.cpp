@@ -74,15 +74,16 @@ int emulate_command(const Paths& paths, const GradeOptions& options) {
     std::cout << "gpulab emulate: no lab \"" << options.lab << "\"\n";
     return 1;
   }
-  GradeContext ctx{paths, options, *lab};
-  ctx.sources = options.solutions ? Sources::kReference : !options.submission.empty() ? Sources::kSubmission : Sources::kLab;
-  ctx.variant = options.solutions ? "emu_ref" : !options.submission.empty() ? "emu_sub" : "emu_lab";
-  ctx.source_dir = options.solutions ? lab->solutions : !options.submission.empty() ? fs::absolute(options.submission) : lab->labs;
-  ctx.compiled_dir = ctx.sources == Sources::kSubmission ? lab->build.submission_dir : ctx.source_dir;
-  ctx.seed = options.seed ? *options.seed : 12345;
-  ctx.log_dir = paths.build / "emulate" / lab->number;
+  GradeInputs in{paths, options, *lab};
+  LearnerRuns runs;  // numbers the logs; `emulate` is not a grade and arms no guard
+  in.sources = options.solutions ? Sources::kReference : !options.submission.empty() ? Sources::kSubmission : Sources::kLab;
+  in.variant = options.solutions ? "emu_ref" : !options.submission.empty() ? "emu_sub" : "emu_lab";
+  in.source_dir = options.solutions ? lab->solutions : !options.submission.empty() ? fs::absolute(options.submission) : lab->labs;
+  in.compiled_dir = in.sources == Sources::kSubmission ? lab->build.submission_dir : in.source_dir;
+  in.seed = options.seed ? *options.seed : 12345;
+  in.log_dir = paths.build / "emulate" / lab->number;
   std::cout << "gpulab emulate " << lab->number << " · " << lab->title << " on the CPU block emulator (logic, not speed; not a grade)\n"
-            << "  sources  " << ctx.source_dir.string() << "\n  seed     " << ctx.seed << "\n\n";
+            << "  sources  " << in.source_dir.string() << "\n  seed     " << in.seed << "\n\n";
   if (!lab->build.emulated()) {
     std::cout << "  lab " << lab->number << " has no emulator build: "
               << (lab->distributed() ? "it runs on the CPU as it is; grade it with ./gpulab grade " + lab->number : "its tests use their own main")
@@ -90,10 +91,10 @@ int emulate_command(const Paths& paths, const GradeOptions& options) {
     return 2;
   }
   Scorecard card(options.quiet);
-  fs::remove_all(ctx.log_dir);
-  fs::create_directories(ctx.log_dir);
-  if (!stage_sources(ctx, card)) return 1;
-  const BuildResult b = build_targets(paths, {ctx.build().target, lab->build.variant("emu_ref")->target});
+  fs::remove_all(in.log_dir);
+  fs::create_directories(in.log_dir);
+  if (!stage_sources(in, card)) return 1;
+  const BuildResult b = build_targets(paths, {in.build().target, lab->build.variant("emu_ref")->target});
   if (!b.ok) {
     card.add(Check::failure("emulator build", Kind::kBuild, extract_diagnostics(b.output)));
     return 1;
@@ -103,11 +104,11 @@ int emulate_command(const Paths& paths, const GradeOptions& options) {
   for (const CaseInfo& c : parse_case_list(listed.output)) {
     if (!emulable(c)) continue;
     if (!options.cases.empty() && std::find(options.cases.begin(), options.cases.end(), c.name) == options.cases.end()) continue;
-    RunSpec spec{"", c.name, 0, ctx.case_timeout(), ctx.seed, ctx.log_dir, ctx.next_stem(), {}, {}};
+    RunSpec spec{"", c.name, 0, in.case_timeout(), in.seed, in.log_dir, runs.next_stem(), {}, {}};
     JudgeContext judge;
     judge.timeout_s = spec.timeout_s;
     judge.gpu_missing = "the CPU emulator";
-    Check check = emulate_case(c, ctx.build().exe, ctx.lab, spec, judge);
+    Check check = emulate_case(c, in.build().exe, in.lab, spec, judge);
     mark_stretch(c, check);
     card.add(check);
   }

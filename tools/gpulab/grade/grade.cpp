@@ -22,43 +22,44 @@ std::uint64_t fresh_seed() {
   return (static_cast<std::uint64_t>(device()) << 20) ^ device();
 }
 
-/// Chooses the sources, prints the header, prepares the log folder; false when it cannot grade.
-bool prepare(GradeContext& ctx, GradeResult& result) {
-  std::cout << "gpulab grade " << ctx.lab.number << " · " << ctx.lab.title << '\n';
-  if (const LabPart* part = ctx.lab.part(ctx.options.part)) {
-    std::cout << "  part     " << ctx.options.part << " of " << ctx.lab.parts.size() << ": " << part->title << '\n';
+/// Chooses the sources, prints the header, prepares the log folder and hashes the trees grading
+/// must leave as they are; false when it cannot grade.
+bool prepare(GradeInputs& in, TreesBefore& before, GradeResult& result) {
+  std::cout << "gpulab grade " << in.lab.number << " · " << in.lab.title << '\n';
+  if (const LabPart* part = in.lab.part(in.options.part)) {
+    std::cout << "  part     " << in.options.part << " of " << in.lab.parts.size() << ": " << part->title << '\n';
   }
-  const BuildInfo& b = ctx.lab.build;
+  const BuildInfo& b = in.lab.build;
   if (!b.configured) {
-    std::cout << "  the build tree " << ctx.paths.build << " is not configured: run ./gpulab (it configures)\n";
+    std::cout << "  the build tree " << in.paths.build << " is not configured: run ./gpulab (it configures)\n";
     return false;
   }
   if (!b.buildable) {
     result.not_run_reason = b.reason;
-    Check c = Check::failure("build", Kind::kBuild, "lab " + ctx.lab.number + " cannot be built here: " + b.reason,
+    Check c = Check::failure("build", Kind::kBuild, "lab " + in.lab.number + " cannot be built here: " + b.reason,
                              "run ./gpulab doctor to see what is missing");
     c.status = Status::kNotRun;
     result.card.add(c);
     return false;
   }
-  const GradeOptions& o = ctx.options;
-  ctx.sources = o.solutions ? Sources::kReference : !o.submission.empty() ? Sources::kSubmission : Sources::kLab;
-  ctx.variant = o.solutions ? "ref" : !o.submission.empty() ? "sub" : "lab";
-  ctx.source_dir = o.solutions ? ctx.lab.solutions : !o.submission.empty() ? fs::absolute(o.submission) : ctx.lab.labs;
-  ctx.compiled_dir = ctx.sources == Sources::kSubmission ? b.submission_dir : ctx.source_dir;
-  result.sources = fs::relative(ctx.source_dir, ctx.paths.root).string();
-  if (result.sources.rfind("..", 0) == 0) result.sources = ctx.source_dir.string();
-  const char* role = ctx.sources == Sources::kLab ? "  (your working copy)" : ctx.sources == Sources::kReference ? "  (reference)" : "  (submission)";
+  const GradeOptions& o = in.options;
+  in.sources = o.solutions ? Sources::kReference : !o.submission.empty() ? Sources::kSubmission : Sources::kLab;
+  in.variant = o.solutions ? "ref" : !o.submission.empty() ? "sub" : "lab";
+  in.source_dir = o.solutions ? in.lab.solutions : !o.submission.empty() ? fs::absolute(o.submission) : in.lab.labs;
+  in.compiled_dir = in.sources == Sources::kSubmission ? b.submission_dir : in.source_dir;
+  result.sources = fs::relative(in.source_dir, in.paths.root).string();
+  if (result.sources.rfind("..", 0) == 0) result.sources = in.source_dir.string();
+  const char* role = in.sources == Sources::kLab ? "  (your working copy)" : in.sources == Sources::kReference ? "  (reference)" : "  (submission)";
   std::cout << "  sources  " << result.sources << role << '\n'
-            << "  seed     " << ctx.seed << "  (reproduce: ./gpulab grade " << ctx.lab.number << " --seed " << ctx.seed << ")\n";
-  ctx.log_dir = ctx.paths.build / "grade" / ctx.lab.number;
-  fs::remove_all(ctx.log_dir);
-  fs::create_directories(ctx.log_dir);
-  std::cout << "  logs     " << fs::relative(ctx.log_dir, ctx.paths.root).string() << "/\n\n";
+            << "  seed     " << in.seed << "  (reproduce: ./gpulab grade " << in.lab.number << " --seed " << in.seed << ")\n";
+  in.log_dir = in.paths.build / "grade" / in.lab.number;
+  fs::remove_all(in.log_dir);
+  fs::create_directories(in.log_dir);
+  std::cout << "  logs     " << fs::relative(in.log_dir, in.paths.root).string() << "/\n\n";
   // What grading must leave as it is, hashed before any learner code runs (stage_integrity).
-  ctx.before_labs = hash_tree(ctx.lab.labs);
-  ctx.before_solutions = hash_tree(ctx.lab.solutions);
-  if (ctx.sources == Sources::kSubmission) ctx.before_submission = hash_tree(ctx.source_dir);
+  before.labs = hash_tree(in.lab.labs);
+  before.solutions = hash_tree(in.lab.solutions);
+  if (in.sources == Sources::kSubmission) before.submission = hash_tree(in.source_dir);
   return true;
 }
 
@@ -99,22 +100,22 @@ std::string cluster_problem(const Paths& paths, const GradeOptions& options, con
 
 /// The topology and the links' α and β, measured by gpulab-pingpong between the first two
 /// nodes (an INFO line: what every distributed case below ran on).
-Check cluster_check(GradeContext& ctx) {
-  const ClusterPlan plan = saved_cluster(ctx.paths);
+Check cluster_check(const GradeInputs& in) {
+  const ClusterPlan plan = saved_cluster(in.paths);
   Check c;
   c.name = "cluster: " + std::to_string(plan.nodes) + " nodes (" + plan.node(0) + " …), links " + (plan.link_rate.empty() ? "unshaped" : plan.link_rate) +
            ", ranks round-robin by node over TCP";
   c.kind = Kind::kStructure;
   c.where = Where::kCpu;
   c.status = Status::kInfo;
-  const fs::path pingpong = ctx.paths.build / "bin" / "gpulab-pingpong";
+  const fs::path pingpong = in.paths.build / "bin" / "gpulab-pingpong";
   if (plan.nodes < 2) {
     c.details.push_back("one node: no link to measure");
     return c;
   }
   // Built on demand (./gpulab builds only the CLI); the build is incremental, so this costs a
   // moment once. Without MPI the target does not exist and the build says so.
-  const BuildResult built = build_targets(ctx.paths, {"gpulab-pingpong"});
+  const BuildResult built = build_targets(in.paths, {"gpulab-pingpong"});
   if (!built.ok || !fs::exists(pingpong)) {
     // Ninja says "unknown target", Make "No rule to make target": the target exists only with MPI.
     const bool no_target = built.output.find("unknown target") != std::string::npos || built.output.find("No rule to make target") != std::string::npos;
@@ -126,7 +127,7 @@ Check cluster_check(GradeContext& ctx) {
   o.timeout_s = 120;
   const std::vector<MpiFault> faults = mpi_faults();  // the links are measured as they are, without the faults
   set_mpi_faults({});
-  const MpiRun run = run_mpi(2, ctx.log_dir / "pingpong", {pingpong.string()}, o);
+  const MpiRun run = run_mpi(2, in.log_dir / "pingpong", {pingpong.string()}, o);
   set_mpi_faults(faults);
   c.seconds = run.process.seconds;
   for (const MpiFault& f : faults) {
@@ -199,18 +200,29 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       return result;
     }
   }
-  GradeContext ctx{paths, options, *lab};
-  ctx.seed = options.seed ? *options.seed : fresh_seed();
+  GradeInputs in{paths, options, *lab};
+  in.seed = options.seed ? *options.seed : fresh_seed();
   result.lab = lab->slug;
-  result.seed = ctx.seed;
-  if (prepare(ctx, result)) {
-    if (options.nodes > 0) result.card.add(cluster_check(ctx));
-    using StageFn = bool (*)(GradeContext&, Scorecard&);
-    for (StageFn stage : {stage_sources, stage_build, stage_diagnosis, stage_correctness, stage_sanitizer, stage_profile, stage_performance}) {
-      if (!stage(ctx, result.card)) break;
+  result.seed = in.seed;
+  TreesBefore before;
+  if (prepare(in, before, result)) {
+    if (options.nodes > 0) result.card.add(cluster_check(in));
+    // The pipeline: each stage takes what the earlier ones produced; the first that cannot go on
+    // ends it, and the integrity check always closes it.
+    LearnerRuns runs;
+    Scorecard& card = result.card;
+    if (stage_sources(in, card)) {
+      if (std::optional<Built> built = stage_build(in, runs, card)) {
+        const Diagnosis diagnosis = stage_diagnosis(in, card);
+        if (const std::optional<Correctness> correct = stage_correctness(in, *built, runs, card)) {
+          if (stage_sanitizer(in, *built, *correct, runs, card) && stage_profile(in, *built, runs, card)) {
+            stage_performance(in, *built, diagnosis, *correct, runs, card);
+          }
+        }
+        if (!built->gpu_missing.empty()) result.not_run_reason = built->gpu_missing;
+      }
     }
-    stage_integrity(ctx, result.card);
-    result.not_run_reason = ctx.gpu_missing.empty() ? result.not_run_reason : ctx.gpu_missing;
+    stage_integrity(in, before, runs, card);
   }
   result.exit_code = result.card.exit_code();
   result.card.print_summary(result.not_run_reason);

@@ -1,11 +1,14 @@
 /// @file grade_stages.hpp
-/// @brief The stages of `gpulab grade` (grade.hpp) and what they share. Each stage reads the
-/// context, adds its checks to the scorecard, and returns false when the grade cannot go on.
+/// @brief The stages of `gpulab grade` (grade.hpp): each a function from what it needs (the
+/// inputs, what earlier stages produced) to what it produces, adding its checks to the scorecard;
+/// the pipeline (grade.cpp) wires them. What they share that changes is explicit: the learner's
+/// processes (LearnerRuns) and the reference's recorded runs (Built's profiles).
 /// The decisions inside each stage are pure functions declared here too, unit-tested on
 /// recorded inputs (tests/cli/test_stages.cpp).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <utility>
 #include <string>
@@ -25,9 +28,10 @@ namespace gpulab::cli {
 /// Which sources are graded.
 enum class Sources { kLab, kSubmission, kReference };
 
-/// What the stages share: the lab, the options, the chosen build, what earlier stages found.
-struct GradeContext {
-  GradeContext(const Paths& p, const GradeOptions& o, LabConfig l) : paths(p), options(o), lab(std::move(l)) {}
+/// What every stage reads and none changes: the lab, the options, the sources graded and where
+/// they are compiled, the logs, the seed. Fixed by the pipeline (grade.cpp) before the first stage.
+struct GradeInputs {
+  GradeInputs(const Paths& p, const GradeOptions& o, LabConfig l) : paths(p), options(o), lab(std::move(l)) {}
   const Paths& paths;
   const GradeOptions& options;
   LabConfig lab;
@@ -37,18 +41,6 @@ struct GradeContext {
   fs::path log_dir;       ///< build/grade/NN
   std::uint64_t seed = 0;
   std::string variant;    ///< "lab", "sub" or "ref" (BuildInfo::variants)
-  std::vector<CaseInfo> cases;        ///< as the reference lists them (after --case)
-  std::string gpu_missing;            ///< "" when the reference's device probe found a GPU
-  std::string emulator;               ///< without a GPU: the emulated variant ("emu_lab"), "" if none
-  std::string emulator_problem;       ///< why the emulated build could not be made
-  std::vector<KernelResources> ptxas; ///< the learner's kernels, from the diagnosis stage
-  ReferenceProfile profile;           ///< the reference's assertions and times per case (native)
-  ReferenceProfile emu_profile;       ///< the same on the emulator
-  std::set<int> hung_widths;          ///< widths W at which a case hung (later cases there are not run)
-  TreeGuard guard;                    ///< the grader's files, checked after every learner process
-  std::vector<std::string> read_only; ///< the same files, read-only for learner processes where the grader can
-  TreeHashes before_labs, before_solutions, before_submission;
-  int next_log = 0;                   ///< numbers the case logs
 
   const Variant& build() const { return *lab.build.variant(variant); }
   const Variant& reference() const { return *lab.build.variant("ref"); }
@@ -57,29 +49,72 @@ struct GradeContext {
   /// The W each correctness case runs at (empty: not distributed) and the one of [perf] cases.
   std::vector<int> widths() const;
   int perf_width() const;
-  std::string next_stem() { return "case-" + std::to_string(next_log++); }
   /// The limit for a case the reference ran in @p reference_s (or the lab's limit when unknown).
   double limit_for(const ReferenceRun* reference) const;
 };
 
-bool stage_sources(GradeContext& ctx, Scorecard& card);
-bool stage_build(GradeContext& ctx, Scorecard& card);
-bool stage_diagnosis(GradeContext& ctx, Scorecard& card);
-bool stage_correctness(GradeContext& ctx, Scorecard& card);
-bool stage_sanitizer(GradeContext& ctx, Scorecard& card);
-bool stage_profile(GradeContext& ctx, Scorecard& card);
-bool stage_performance(GradeContext& ctx, Scorecard& card);
-bool stage_integrity(GradeContext& ctx, Scorecard& card);
+/// The learner's processes, which every stage that runs one shares: their logs numbered in
+/// order, the grader's files they may only read, and a check of those files after each. Armed by
+/// the build stage once the grader's build is complete, before any learner process runs.
+class LearnerRuns {
+ public:
+  /// Guards the grader's build, tests/ and solutions/ of the lab and the learner's progress.
+  void arm(const GradeInputs& in);
+  /// After a learner process: false (and a failed integrity check) when it changed the grader's files.
+  bool untampered(Scorecard& card);
+  /// The next log's stem ("case-7").
+  std::string next_stem() { return "case-" + std::to_string(next_log_++); }
+  /// The grader's files, read-only for learner processes where the sandbox can.
+  const std::vector<std::string>& read_only() const { return read_only_; }
 
-/// Arms ctx.guard (integrity.hpp) over the grader's build, tests/ and solutions/ of the lab and
-/// the learner's progress; call once the grader's build is complete, before any learner process.
-void arm_guard(GradeContext& ctx);
-/// After a learner process: false (and a failed integrity check) when it changed the grader's files.
-bool untampered(GradeContext& ctx, Scorecard& card);
+ private:
+  TreeGuard guard_;
+  std::vector<std::string> read_only_;
+  int next_log_ = 0;
+};
+
+/// What the build stage found: whether there is a GPU, the emulator's build where there is none,
+/// and the reference's recorded runs (which the correctness stage extends as it runs it).
+struct Built {
+  std::string gpu_missing;       ///< "" when the reference's device probe found a GPU
+  std::string emulator;          ///< without a GPU: the emulated variant ("emu_lab"), "" if none
+  std::string emulator_problem;  ///< why the emulated build could not be made
+  ReferenceProfile profile;      ///< the reference's assertions and times per case (native)
+  ReferenceProfile emu_profile;  ///< the same on the emulator
+};
+
+/// What the diagnosis stage found: the learner's kernels' resources (shown beside speed figures).
+struct Diagnosis {
+  std::vector<KernelResources> ptxas;
+};
+
+/// What the correctness stage found: the cases graded (as the reference lists them, after --part
+/// and --case) and the widths W at which a case hung (later cases there are not run).
+struct Correctness {
+  std::vector<CaseInfo> cases;
+  std::set<int> hung_widths;
+};
+
+/// The trees grading must leave as they are, hashed before any learner code runs.
+struct TreesBefore {
+  TreeHashes labs, solutions, submission;
+};
+
+// The stages, in the pipeline's order (grade.cpp). Each takes what it needs, adds its checks to
+// the scorecard and returns what it produced; false or no value: the grade stops there.
+bool stage_sources(const GradeInputs& in, Scorecard& card);
+std::optional<Built> stage_build(const GradeInputs& in, LearnerRuns& runs, Scorecard& card);
+Diagnosis stage_diagnosis(const GradeInputs& in, Scorecard& card);
+std::optional<Correctness> stage_correctness(const GradeInputs& in, Built& built, LearnerRuns& runs, Scorecard& card);
+bool stage_sanitizer(const GradeInputs& in, const Built& built, const Correctness& correct, LearnerRuns& runs, Scorecard& card);
+bool stage_profile(const GradeInputs& in, const Built& built, LearnerRuns& runs, Scorecard& card);
+bool stage_performance(const GradeInputs& in, const Built& built, const Diagnosis& diagnosis, const Correctness& correct, LearnerRuns& runs,
+                       Scorecard& card);
+void stage_integrity(const GradeInputs& in, const TreesBefore& before, LearnerRuns& runs, Scorecard& card);
 
 /// The learner's objects against the symbol rules (symbols.hpp), measured against @p reference;
 /// adds the check "your code stays in labNN::".
-void check_symbols(GradeContext& ctx, Scorecard& card, const Variant& learner, const Variant& reference);
+void check_symbols(const GradeInputs& in, Scorecard& card, const Variant& learner, const Variant& reference);
 /// The symbol rules (symbols.hpp) broken by @p learner's objects, judged against @p reference's
 /// build, one scorecard line each ("calls exit: ..."); empty when it keeps them. @p source_dir
 /// holds the objects' sources (their .cu files tell nvcc's stubs from the learner's calls).

@@ -23,9 +23,9 @@ double since(std::chrono::steady_clock::time_point t0) {
 }
 
 /// Builds @p targets; the check carries the compiler's own messages, with the learner's paths.
-Check build_check(GradeContext& ctx, const std::string& what, const std::vector<std::string>& targets) {
+Check build_check(const GradeInputs& in, const std::string& what, const std::vector<std::string>& targets) {
   const auto t0 = std::chrono::steady_clock::now();
-  const BuildResult b = build_targets(ctx.paths, targets, false, ctx.options.quiet ? "" : "lab " + ctx.lab.number + " (" + what + ")");
+  const BuildResult b = build_targets(in.paths, targets, false, in.options.quiet ? "" : "lab " + in.lab.number + " (" + what + ")");
   Check c;
   c.name = what;
   c.kind = Kind::kBuild;
@@ -33,7 +33,7 @@ Check build_check(GradeContext& ctx, const std::string& what, const std::vector<
   c.seconds = since(t0);
   if (!b.ok) {
     std::vector<std::pair<std::string, std::string>> rewrite;
-    if (ctx.sources == Sources::kSubmission) rewrite.emplace_back(ctx.compiled_dir.string(), ctx.source_dir.string());
+    if (in.sources == Sources::kSubmission) rewrite.emplace_back(in.compiled_dir.string(), in.source_dir.string());
     std::istringstream diag(extract_diagnostics(b.output, rewrite));
     for (std::string line; std::getline(diag, line);) c.details.push_back(line);
     c.hints.push_back("fix the first error first: later ones often follow from it");
@@ -75,11 +75,11 @@ std::string objdump_of(const std::string& object, bool code) {
 }
 
 /// Library code the lab forbids, in the learner's objects.
-void check_forbidden(GradeContext& ctx, Scorecard& card) {
-  const ForbiddenSymbols& rules = ctx.lab.forbidden;
+void check_forbidden(const GradeInputs& in, Scorecard& card) {
+  const ForbiddenSymbols& rules = in.lab.forbidden;
   if (rules.called.empty() && rules.namespaces.empty()) return;
   std::vector<std::string> hits;
-  for (const std::string& obj : ctx.build().objects) {
+  for (const std::string& obj : in.build().objects) {
     for (const std::string& h : forbidden_in_nm(nm_of(obj), rules)) hits.push_back(h);
   }
   Check c;
@@ -95,21 +95,21 @@ void check_forbidden(GradeContext& ctx, Scorecard& card) {
 
 /// Without a GPU, the [gpu] cases run on the CPU emulator (emulation.hpp), measured against the
 /// reference's emulated runs; its build of the learner's code obeys the same symbol rules.
-void prepare_emulator(GradeContext& ctx, Scorecard& card) {
-  const Variant* emu = ctx.lab.build.variant("emu_" + ctx.variant);
-  const Variant* emu_ref = ctx.lab.build.variant("emu_ref");
+void prepare_emulator(const GradeInputs& in, Built& built, Scorecard& card) {
+  const Variant* emu = in.lab.build.variant("emu_" + in.variant);
+  const Variant* emu_ref = in.lab.build.variant("emu_ref");
   if (emu == nullptr || emu_ref == nullptr) return;
-  const BuildResult b = build_targets(ctx.paths, {emu->target, emu_ref->target});
+  const BuildResult b = build_targets(in.paths, {emu->target, emu_ref->target});
   if (!b.ok) {
     std::istringstream diag(extract_diagnostics(b.output));
-    std::getline(diag, ctx.emulator_problem);
-    ctx.emulator_problem = "the emulator's build of your code failed: " + ctx.emulator_problem;
+    std::getline(diag, built.emulator_problem);
+    built.emulator_problem = "the emulator's build of your code failed: " + built.emulator_problem;
     return;
   }
-  if (!ctx.graded_is_reference()) {
+  if (!in.graded_is_reference()) {
     std::ostringstream unused;
     Scorecard quiet(true, &unused);
-    check_symbols(ctx, quiet, *emu, *emu_ref);
+    check_symbols(in, quiet, *emu, *emu_ref);
     for (Check c : quiet.checks()) {
       if (c.status != Status::kFail) continue;
       c.name += " (the emulator's build)";
@@ -117,8 +117,8 @@ void prepare_emulator(GradeContext& ctx, Scorecard& card) {
       return;  // the emulated runs would measure code that breaks the rules: not run
     }
   }
-  ctx.emulator = "emu_" + ctx.variant;
-  ctx.emu_profile = ReferenceProfile(ctx.paths.build / "grade" / "profiles" / (ctx.lab.number + "-emu.json"), file_hash(emu_ref->exe));
+  built.emulator = "emu_" + in.variant;
+  built.emu_profile = ReferenceProfile(in.paths.build / "grade" / "profiles" / (in.lab.number + "-emu.json"), file_hash(emu_ref->exe));
 }
 
 }  // namespace
@@ -162,17 +162,17 @@ std::set<std::string> symbol_problems(const std::string& lab_number, const Varia
   return problems;
 }
 
-void check_symbols(GradeContext& ctx, Scorecard& card, const Variant& learner, const Variant& reference) {
-  const std::set<std::string> problems = symbol_problems(ctx.lab.number, learner, reference, ctx.compiled_dir);
+void check_symbols(const GradeInputs& in, Scorecard& card, const Variant& learner, const Variant& reference) {
+  const std::set<std::string> problems = symbol_problems(in.lab.number, learner, reference, in.compiled_dir);
   Check c;
-  c.name = "your code stays in lab" + ctx.lab.number + "::";
+  c.name = "your code stays in lab" + in.lab.number + "::";
   c.kind = Kind::kStructure;
   c.status = problems.empty() ? Status::kPass : Status::kFail;
   for (const auto& p : problems) {
     if (c.details.size() < 6) c.details.push_back("your code " + p);
   }
   if (!problems.empty()) {
-    c.hints.push_back("a lab's code defines only its own functions (in namespace lab" + ctx.lab.number +
+    c.hints.push_back("a lab's code defines only its own functions (in namespace lab" + in.lab.number +
                       ") and leaves the process, the environment and the test runner to the grader");
   }
   card.add(c);
@@ -202,66 +202,67 @@ std::vector<std::string> forbidden_in_nm(const std::string& nm_output, const For
   return {found.begin(), found.end()};
 }
 
-bool stage_sources(GradeContext& ctx, Scorecard& card) {
-  if (ctx.sources != Sources::kSubmission) return true;
+bool stage_sources(const GradeInputs& in, Scorecard& card) {
+  if (in.sources != Sources::kSubmission) return true;
   std::string missing;
-  for (const std::string& f : ctx.lab.sources) {
-    if (!fs::is_regular_file(ctx.source_dir / f)) missing += " " + f;
+  for (const std::string& f : in.lab.sources) {
+    if (!fs::is_regular_file(in.source_dir / f)) missing += " " + f;
   }
-  if (!fs::is_directory(ctx.source_dir) || !missing.empty()) {
+  if (!fs::is_directory(in.source_dir) || !missing.empty()) {
     card.add(Check::failure("submission files", Kind::kBuild,
-                            fs::is_directory(ctx.source_dir) ? "missing:" + missing : ctx.source_dir.string() + " is not a folder",
-                            "a submission folder holds the same file names as labs/" + ctx.lab.slug));
+                            fs::is_directory(in.source_dir) ? "missing:" + missing : in.source_dir.string() + " is not a folder",
+                            "a submission folder holds the same file names as labs/" + in.lab.slug));
     return false;
   }
   // Snapshot into the build tree; only changed files are rewritten, so an unchanged submission
   // is not recompiled.
-  for (const std::string& f : ctx.lab.sources) {
-    const std::string text = read_text(ctx.source_dir / f);
-    const fs::path copy = ctx.compiled_dir / f;
+  for (const std::string& f : in.lab.sources) {
+    const std::string text = read_text(in.source_dir / f);
+    const fs::path copy = in.compiled_dir / f;
     if (!fs::exists(copy) || read_text(copy) != text) write_text(copy, text);
   }
   return true;
 }
 
-bool stage_build(GradeContext& ctx, Scorecard& card) {
-  if (ctx.lab.build.variant(ctx.variant) == nullptr) {
-    card.add(Check::failure("sources", Kind::kBuild, "labs/" + ctx.lab.slug + " is missing files, so the build left this lab's learner targets out",
-                            "restore the folder with `git checkout labs/" + ctx.lab.slug + "` (or, instructors, `./gpulab sync`)"));
-    return false;
+std::optional<Built> stage_build(const GradeInputs& in, LearnerRuns& runs, Scorecard& card) {
+  if (in.lab.build.variant(in.variant) == nullptr) {
+    card.add(Check::failure("sources", Kind::kBuild, "labs/" + in.lab.slug + " is missing files, so the build left this lab's learner targets out",
+                            "restore the folder with `git checkout labs/" + in.lab.slug + "` (or, instructors, `./gpulab sync`)"));
+    return std::nullopt;
   }
   // The grader's own build first (the tests, libgpulab and the reference, which lists the cases
   // and is the yardstick; on a first build, most of the work): its progress comes before any
   // verdict on the learner's code, so no "PASS compile" stands above minutes of building.
-  if (!ctx.graded_is_reference()) {
-    Check reference = build_check(ctx, "build the tests and the reference", {ctx.reference().target});
+  if (!in.graded_is_reference()) {
+    Check reference = build_check(in, "build the tests and the reference", {in.reference().target});
     if (reference.status == Status::kFail) {
       card.add(reference);
-      return false;
+      return std::nullopt;
     }
   }
   // Then the learner's objects alone, before they are linked: a forbidden library call is then
   // reported as such, not as the link error it may also cause, and their symbols are measured
   // against the reference's.
-  Check compiled = build_check(ctx, "compile", ctx.build().compile);
+  Check compiled = build_check(in, "compile", in.build().compile);
   card.add(compiled);
-  if (compiled.status == Status::kFail) return false;
-  if (!ctx.graded_is_reference()) {
-    check_forbidden(ctx, card);
-    check_symbols(ctx, card, ctx.build(), ctx.reference());
+  if (compiled.status == Status::kFail) return std::nullopt;
+  if (!in.graded_is_reference()) {
+    check_forbidden(in, card);
+    check_symbols(in, card, in.build(), in.reference());
   }
-  Check linked = build_check(ctx, "link with the tests", {ctx.build().target});
+  Check linked = build_check(in, "link with the tests", {in.build().target});
   card.add(linked);
-  if (linked.status == Status::kFail) return false;
+  if (linked.status == Status::kFail) return std::nullopt;
   // Across a cluster the reference takes longer (TCP): its own profile, so that local limits stay tight.
   // Keyed by the cluster's own link rate (as `cluster up` made it), --link-rate given or not.
-  const std::string rate = ctx.options.nodes > 0 ? saved_cluster(ctx.paths).link_rate : "";
-  const std::string where = ctx.options.nodes > 0 ? "-nodes" + std::to_string(ctx.options.nodes) + "-" + (rate.empty() ? "unshaped" : rate) : "";
-  ctx.profile = ReferenceProfile(ctx.paths.build / "grade" / "profiles" / (ctx.lab.number + where + ".json"), file_hash(ctx.reference().exe));
-  ctx.gpu_missing = device_missing(ctx.reference().exe);
-  if (!ctx.gpu_missing.empty()) prepare_emulator(ctx, card);
-  arm_guard(ctx);
-  return true;
+  const std::string rate = in.options.nodes > 0 ? saved_cluster(in.paths).link_rate : "";
+  const std::string where = in.options.nodes > 0 ? "-nodes" + std::to_string(in.options.nodes) + "-" + (rate.empty() ? "unshaped" : rate) : "";
+  Built built;
+  built.profile = ReferenceProfile(in.paths.build / "grade" / "profiles" / (in.lab.number + where + ".json"), file_hash(in.reference().exe));
+  built.gpu_missing = device_missing(in.reference().exe);
+  if (!built.gpu_missing.empty()) prepare_emulator(in, built, card);
+  runs.arm(in);
+  return built;
 }
 
 }  // namespace gpulab::cli

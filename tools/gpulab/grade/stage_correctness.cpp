@@ -15,109 +15,109 @@ namespace {
 constexpr double kLimitFloorS = 10.0;
 
 /// The cases the reference lists (the submission's binary cannot choose them), narrowed to --case.
-bool list_cases(GradeContext& ctx, Scorecard& card) {
+std::optional<std::vector<CaseInfo>> list_cases(const GradeInputs& in, Scorecard& card) {
   ProcessOptions o;
   o.timeout_s = 60;
-  const ProcessResult listed = run_process({ctx.reference().exe, "--gpulab-list"}, o);
-  ctx.cases = parse_case_list(listed.exited(0) ? listed.output : "");
-  if (ctx.cases.empty()) {
+  const ProcessResult listed = run_process({in.reference().exe, "--gpulab-list"}, o);
+  std::vector<CaseInfo> cases = parse_case_list(listed.exited(0) ? listed.output : "");
+  if (cases.empty()) {
     card.add(Check::failure("list test cases", Kind::kBuild, listed.exited(0) ? "no test cases" : listed.describe() + ": " + listed.output));
-    return false;
+    return std::nullopt;
   }
-  if (ctx.options.part > 0) {
+  if (in.options.part > 0) {
     // A part's cases: those its test files define (lab.json "parts").
     std::vector<CaseInfo> in_part;
-    for (const CaseInfo& c : ctx.cases) {
-      if (part_of(ctx.lab, c) == ctx.options.part) in_part.push_back(c);
+    for (const CaseInfo& c : cases) {
+      if (part_of(in.lab, c) == in.options.part) in_part.push_back(c);
     }
     if (in_part.empty()) {
-      card.add(Check::failure("--part " + std::to_string(ctx.options.part), Kind::kBuild,
-                              "no test case of lab " + ctx.lab.number + " is in this part (the listing names no test file: rebuild with ./gpulab)"));
-      return false;
+      card.add(Check::failure("--part " + std::to_string(in.options.part), Kind::kBuild,
+                              "no test case of lab " + in.lab.number + " is in this part (the listing names no test file: rebuild with ./gpulab)"));
+      return std::nullopt;
     }
-    ctx.cases = in_part;
+    cases = in_part;
   }
-  if (ctx.options.cases.empty()) return true;
+  if (in.options.cases.empty()) return cases;
   std::vector<CaseInfo> chosen;
-  for (const std::string& name : ctx.options.cases) {
-    const std::vector<CaseInfo> found = cases_named(ctx.cases, name);
+  for (const std::string& name : in.options.cases) {
+    const std::vector<CaseInfo> found = cases_named(cases, name);
     if (found.size() != 1) {
       // A usage error, not a verdict on the code: N/A (exit 2), with the names to choose from.
       Check c = Check::failure("--case " + name, Kind::kBuild,
-                               found.empty() ? "lab " + ctx.lab.number + " has no test case whose name holds that; its cases:"
-                                             : std::to_string(found.size()) + " cases of lab " + ctx.lab.number + " hold that; say which:");
-      for (const CaseInfo& named : found.empty() ? ctx.cases : found) c.details.push_back("  " + named.name);
+                               found.empty() ? "lab " + in.lab.number + " has no test case whose name holds that; its cases:"
+                                             : std::to_string(found.size()) + " cases of lab " + in.lab.number + " hold that; say which:");
+      for (const CaseInfo& named : found.empty() ? cases : found) c.details.push_back("  " + named.name);
       c.status = Status::kNotRun;
       c.data["usage"] = true;  // the summary says so instead of blaming the machine
       card.add(c);
-      return false;
+      return std::nullopt;
     }
     chosen.push_back(found.front());
   }
-  ctx.cases = chosen;
-  return true;
+  return chosen;
 }
 
 /// Runs @p c on @p exe (natively, or on the emulator) and judges it.
-Check run_and_judge(GradeContext& ctx, const CaseInfo& c, const std::string& exe, int w, bool emulated, const JudgeContext& judge) {
-  RunSpec spec{exe, c.name, w, judge.timeout_s, ctx.seed, ctx.log_dir, ctx.next_stem(), {}, ctx.read_only};
-  return emulated ? emulate_case(c, exe, ctx.lab, spec, judge) : judge_case(c, run_case(spec), ctx.lab, judge);
+Check run_and_judge(const GradeInputs& in, LearnerRuns& runs, const CaseInfo& c, const std::string& exe, int w, bool emulated,
+                    const JudgeContext& judge) {
+  RunSpec spec{exe, c.name, w, judge.timeout_s, in.seed, in.log_dir, runs.next_stem(), {}, runs.read_only()};
+  return emulated ? emulate_case(c, exe, in.lab, spec, judge) : judge_case(c, run_case(spec), in.lab, judge);
 }
 
 /// What the reference did on @p c at @p w, from the profile, or run now with this grade's seed
 /// (@p this_seed: run again unless the profile's run had this seed). Null when it did not pass.
-const ReferenceRun* reference_run(GradeContext& ctx, const CaseInfo& c, int w, bool emulated, bool this_seed) {
-  ReferenceProfile& profile = emulated ? ctx.emu_profile : ctx.profile;
+const ReferenceRun* reference_run(const GradeInputs& in, Built& built, LearnerRuns& runs, const CaseInfo& c, int w, bool emulated, bool this_seed) {
+  ReferenceProfile& profile = emulated ? built.emu_profile : built.profile;
   const std::string key = ReferenceProfile::key(c.name, w, emulated);
   const ReferenceRun* known = profile.find(key);
-  if (known != nullptr && (!this_seed || known->seed == ctx.seed)) return known;
-  const std::string exe = ctx.lab.build.variant(emulated ? "emu_ref" : "ref")->exe;
+  if (known != nullptr && (!this_seed || known->seed == in.seed)) return known;
+  const std::string exe = in.lab.build.variant(emulated ? "emu_ref" : "ref")->exe;
   JudgeContext judge;
-  judge.timeout_s = ctx.lab.timeout_s;
-  judge.gpu_missing = ctx.gpu_missing;
-  const Check ran = run_and_judge(ctx, c, exe, w, emulated, judge);
+  judge.timeout_s = in.lab.timeout_s;
+  judge.gpu_missing = built.gpu_missing;
+  const Check ran = run_and_judge(in, runs, c, exe, w, emulated, judge);
   if (ran.status != Status::kPass && ran.status != Status::kEmuPass) return known;
-  profile.put(key, {ran.data.value("assertions", -1L), ran.seconds / (emulated ? 2.0 : 1.0), ctx.seed});
+  profile.put(key, {ran.data.value("assertions", -1L), ran.seconds / (emulated ? 2.0 : 1.0), in.seed});
   return profile.find(key);
 }
 
 /// One case at one width: the learner's run, judged against the reference's.
-Check graded_case(GradeContext& ctx, const CaseInfo& c, int w, bool emulated) {
+Check graded_case(const GradeInputs& in, Built& built, LearnerRuns& runs, const CaseInfo& c, int w, bool emulated) {
   JudgeContext judge;
-  judge.gpu_missing = ctx.gpu_missing;
-  const std::string exe = emulated ? ctx.lab.build.variant(ctx.emulator)->exe : ctx.build().exe;
-  if (ctx.graded_is_reference()) {
-    judge.timeout_s = ctx.case_timeout();
-    Check check = run_and_judge(ctx, c, exe, w, emulated, judge);
+  judge.gpu_missing = built.gpu_missing;
+  const std::string exe = emulated ? in.lab.build.variant(built.emulator)->exe : in.build().exe;
+  if (in.graded_is_reference()) {
+    judge.timeout_s = in.case_timeout();
+    Check check = run_and_judge(in, runs, c, exe, w, emulated, judge);
     if (check.status == Status::kPass || check.status == Status::kEmuPass) {
-      (emulated ? ctx.emu_profile : ctx.profile)
-          .put(ReferenceProfile::key(c.name, w, emulated), {check.data.value("assertions", -1L), check.seconds / (emulated ? 2.0 : 1.0), ctx.seed});
+      (emulated ? built.emu_profile : built.profile)
+          .put(ReferenceProfile::key(c.name, w, emulated), {check.data.value("assertions", -1L), check.seconds / (emulated ? 2.0 : 1.0), in.seed});
     }
     return check;
   }
-  const ReferenceRun* reference = reference_run(ctx, c, w, emulated, false);
-  judge.timeout_s = ctx.options.timeout_s > 0 ? ctx.options.timeout_s : ctx.limit_for(reference);
+  const ReferenceRun* reference = reference_run(in, built, runs, c, w, emulated, false);
+  judge.timeout_s = in.options.timeout_s > 0 ? in.options.timeout_s : in.limit_for(reference);
   judge.reference_assertions = reference != nullptr ? reference->assertions : -1;
-  Check check = run_and_judge(ctx, c, exe, w, emulated, judge);
-  if (check.data.value("fewer_assertions", false) && reference->seed != ctx.seed) {
+  Check check = run_and_judge(in, runs, c, exe, w, emulated, judge);
+  if (check.data.value("fewer_assertions", false) && reference->seed != in.seed) {
     // The cached count came from another seed: count the reference's checks on this one.
-    reference = reference_run(ctx, c, w, emulated, true);
+    reference = reference_run(in, built, runs, c, w, emulated, true);
     judge.reference_assertions = reference != nullptr ? reference->assertions : -1;
-    check = run_and_judge(ctx, c, exe, w, emulated, judge);
+    check = run_and_judge(in, runs, c, exe, w, emulated, judge);
   }
-  if (check.data.value("hung", false) && !emulated && reference != nullptr && ctx.options.timeout_s <= 0) {
-    check.details.front() += " (the limit: " + describe_limit(reference->seconds, kLimitFloorS, ctx.case_timeout()) + ")";
+  if (check.data.value("hung", false) && !emulated && reference != nullptr && in.options.timeout_s <= 0) {
+    check.details.front() += " (the limit: " + describe_limit(reference->seconds, kLimitFloorS, in.case_timeout()) + ")";
   }
   return check;
 }
 
 /// A [gpu] case where there is no GPU: on the emulator, or why it could not be.
-Check emulated(GradeContext& ctx, const CaseInfo& c) {
-  if (!ctx.emulator.empty()) return graded_case(ctx, c, 0, true);
-  Check check = Check::failure(c.name, Kind::kCorrectness, "needs a GPU: " + ctx.gpu_missing);
+Check emulated(const GradeInputs& in, Built& built, LearnerRuns& runs, const CaseInfo& c) {
+  if (!built.emulator.empty()) return graded_case(in, built, runs, c, 0, true);
+  Check check = Check::failure(c.name, Kind::kCorrectness, "needs a GPU: " + built.gpu_missing);
   check.where = Where::kGpu;
   check.status = Status::kEmuNotRun;
-  if (!ctx.emulator_problem.empty()) check.details.push_back(ctx.emulator_problem);
+  if (!built.emulator_problem.empty()) check.details.push_back(built.emulator_problem);
   return check;
 }
 
@@ -131,43 +131,45 @@ Check not_run_after_hang(const CaseInfo& c, int w) {
 
 }  // namespace
 
-double GradeContext::limit_for(const ReferenceRun* reference) const {
+double GradeInputs::limit_for(const ReferenceRun* reference) const {
   return reference == nullptr ? case_timeout() : derived_limit(reference->seconds, kLimitFloorS, case_timeout());
 }
 
-bool stage_correctness(GradeContext& ctx, Scorecard& card) {
-  if (!list_cases(ctx, card)) return false;
-  const std::vector<int> widths = ctx.widths().empty() ? std::vector<int>{0} : ctx.widths();
-  for (const CaseInfo& c : ctx.cases) {
+std::optional<Correctness> stage_correctness(const GradeInputs& in, Built& built, LearnerRuns& runs, Scorecard& card) {
+  std::optional<std::vector<CaseInfo>> cases = list_cases(in, card);
+  if (!cases) return std::nullopt;
+  Correctness correct{std::move(*cases), {}};
+  const std::vector<int> widths = in.widths().empty() ? std::vector<int>{0} : in.widths();
+  for (const CaseInfo& c : correct.cases) {
     if (c.perf()) continue;
-    if (!ctx.gpu_missing.empty() && emulable(c) && ctx.lab.build.emulated()) {
-      Check check = emulated(ctx, c);
+    if (!built.gpu_missing.empty() && emulable(c) && in.lab.build.emulated()) {
+      Check check = emulated(in, built, runs, c);
       mark_stretch(c, check);
-      if (!ctx.lab.parts.empty()) check.data["part"] = part_of(ctx.lab, c);
+      if (!in.lab.parts.empty()) check.data["part"] = part_of(in.lab, c);
       card.add(check);
-      if (!untampered(ctx, card)) return false;
+      if (!runs.untampered(card)) return std::nullopt;
       continue;
     }
     // A case whose tests compute the same on every rank at every width ([any-width]: pure
     // functions such as a partition or a schedule's lists) runs at the first width only.
     const std::vector<int> case_widths = c.has_tag("any-width") ? std::vector<int>{widths.front()} : widths;
     for (int w : case_widths) {
-      if (ctx.hung_widths.count(w)) {
+      if (correct.hung_widths.count(w)) {
         card.add(not_run_after_hang(c, w));
         continue;
       }
-      Check check = graded_case(ctx, c, w, false);
-      if (w > 0 && check.data.value("hung", false)) ctx.hung_widths.insert(w);
+      Check check = graded_case(in, built, runs, c, w, false);
+      if (w > 0 && check.data.value("hung", false)) correct.hung_widths.insert(w);
       if (w > 0) check.name += " (W=" + std::to_string(w) + ")";
       mark_stretch(c, check);
-      if (!ctx.lab.parts.empty()) check.data["part"] = part_of(ctx.lab, c);
+      if (!in.lab.parts.empty()) check.data["part"] = part_of(in.lab, c);
       card.add(check);
-      if (!untampered(ctx, card)) return false;
+      if (!runs.untampered(card)) return std::nullopt;
     }
   }
-  ctx.profile.save();
-  ctx.emu_profile.save();
-  return true;
+  built.profile.save();
+  built.emu_profile.save();
+  return correct;
 }
 
 }  // namespace gpulab::cli

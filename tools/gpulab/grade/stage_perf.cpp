@@ -58,11 +58,11 @@ Check not_run_check(const std::string& name, const std::string& why) {
 }
 
 /// Across a cluster of shaped links: the graded figure against the link's rate (judge_link).
-void judge_against_link(const GradeContext& ctx, const PerfSpec& spec, double value, double reference, Check& check) {
-  if (ctx.options.nodes <= 0 || spec.min_fraction_of_link <= 0.0) return;
-  const ClusterPlan plan = saved_cluster(ctx.paths);
-  const LinkJudgement j = judge_link(value, check.data.value("unit", ""), plan.link_rate, ctx.options.nodes, ctx.perf_width(), spec,
-                                     ctx.graded_is_reference() ? "reference" : "yours", ctx.graded_is_reference() ? 0.0 : reference);
+void judge_against_link(const GradeInputs& in, const PerfSpec& spec, double value, double reference, Check& check) {
+  if (in.options.nodes <= 0 || spec.min_fraction_of_link <= 0.0) return;
+  const ClusterPlan plan = saved_cluster(in.paths);
+  const LinkJudgement j = judge_link(value, check.data.value("unit", ""), plan.link_rate, in.options.nodes, in.perf_width(), spec,
+                                     in.graded_is_reference() ? "reference" : "yours", in.graded_is_reference() ? 0.0 : reference);
   if (!j.text.empty()) check.details.insert(check.details.begin() + std::min<std::size_t>(check.details.size(), 1), j.text);  // after the figure
   if (!j.applies) return;
   check.data["link_rate_gbs"] = j.rate_gbs;
@@ -78,15 +78,15 @@ void judge_against_link(const GradeContext& ctx, const PerfSpec& spec, double va
 constexpr double kPerfLimitS = 600.0;
 
 /// One performance case: rounds until decided; the check it makes.
-Check measure_case(GradeContext& ctx, const CaseInfo& c) {
+Check measure_case(const GradeInputs& in, const Built& built, const Diagnosis& diagnosis, LearnerRuns& runs, const CaseInfo& c) {
   Check check;
-  check.name = c.name + (ctx.perf_width() > 0 ? " (W=" + std::to_string(ctx.perf_width()) + ")" : "");
+  check.name = c.name + (in.perf_width() > 0 ? " (W=" + std::to_string(in.perf_width()) + ")" : "");
   check.kind = Kind::kPerformance;
   check.where = where_from_string(c.where);
   VerdictRules rules;
-  rules.min_rounds = std::max(1, ctx.options.rounds);
-  rules.max_rounds = std::max(rules.min_rounds, ctx.options.max_rounds);
-  rules.time_cap_s = ctx.options.perf_time_cap_s;
+  rules.min_rounds = std::max(1, in.options.rounds);
+  rules.max_rounds = std::max(rules.min_rounds, in.options.max_rounds);
+  rules.time_cap_s = in.options.perf_time_cap_s;
   PerfSamples learner, reference;
   std::string metric;
   const PerfSpec* spec = nullptr;
@@ -96,20 +96,20 @@ Check measure_case(GradeContext& ctx, const CaseInfo& c) {
   for (bool decided = false; !decided;) {
     // The reference first: its time bounds the learner's run (a hang costs seconds, not minutes).
     for (const bool mine : {false, true}) {
-      if (!mine && ctx.graded_is_reference()) continue;
-      const double limit = mine && !ctx.graded_is_reference() ? derived_limit(reference_s, 10.0, kPerfLimitS) : kPerfLimitS;
-      RunSpec run{mine ? ctx.build().exe : ctx.reference().exe, c.name, ctx.perf_width(), limit, ctx.seed, ctx.log_dir, ctx.next_stem(), {},
-                  ctx.read_only};
+      if (!mine && in.graded_is_reference()) continue;
+      const double limit = mine && !in.graded_is_reference() ? derived_limit(reference_s, 10.0, kPerfLimitS) : kPerfLimitS;
+      RunSpec run{mine ? in.build().exe : in.reference().exe, c.name, in.perf_width(), limit, in.seed, in.log_dir, runs.next_stem(), {},
+                  runs.read_only()};
       const CaseRun r = run_case(run);
       check.seconds += r.process.seconds;
       if (!mine) reference_s = r.process.seconds;
       JudgeContext judge;
       judge.timeout_s = limit;
-      judge.gpu_missing = ctx.gpu_missing;
-      const Check why = judge_case(c, r, ctx.lab, judge);
-      if (why.status == Status::kNotRun) return not_run_check(check.name, r.skip_reason.empty() ? ctx.gpu_missing : r.skip_reason);
+      judge.gpu_missing = built.gpu_missing;
+      const Check why = judge_case(c, r, in.lab, judge);
+      if (why.status == Status::kNotRun) return not_run_check(check.name, r.skip_reason.empty() ? built.gpu_missing : r.skip_reason);
       if (why.status != Status::kPass) {
-        check.details.push_back(std::string(mine && !ctx.graded_is_reference() ? "learner" : "reference") + " run " + r.process.describe() +
+        check.details.push_back(std::string(mine && !in.graded_is_reference() ? "learner" : "reference") + " run " + r.process.describe() +
                                 (why.details.empty() ? std::string() : ": " + why.details.front()));
         check.hints = why.hints;
         return check;
@@ -120,21 +120,21 @@ Check measure_case(GradeContext& ctx, const CaseInfo& c) {
       check.details.push_back("no measurement recorded");
       return check;
     }
-    const auto it = ctx.lab.performance.find(metric);
-    if (it == ctx.lab.performance.end()) {
-      check.details.push_back("tests/" + ctx.lab.slug + "/lab.json has no \"performance\" entry for metric \"" + metric + "\"");
+    const auto it = in.lab.performance.find(metric);
+    if (it == in.lab.performance.end()) {
+      check.details.push_back("tests/" + in.lab.slug + "/lab.json has no \"performance\" entry for metric \"" + metric + "\"");
       return check;
     }
     spec = &it->second;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    verdict = ctx.graded_is_reference() ? decide(learner.fraction, {}, spec->reference_min_fraction_of_baseline, elapsed, rules)
+    verdict = in.graded_is_reference() ? decide(learner.fraction, {}, spec->reference_min_fraction_of_baseline, elapsed, rules)
                                         : decide(learner.fraction, reference.fraction, spec->min_fraction_of_reference, elapsed, rules);
     decided = verdict.decided;
   }
   check.data["metric"] = metric;
-  describe_performance(check, learner, reference, ctx.graded_is_reference(), *spec, verdict, rules, ctx.ptxas);
-  judge_against_link(ctx, *spec, median(learner.value), reference.value.empty() ? 0.0 : median(reference.value), check);
-  if (!ctx.graded_is_reference()) {
+  describe_performance(check, learner, reference, in.graded_is_reference(), *spec, verdict, rules, diagnosis.ptxas);
+  judge_against_link(in, *spec, median(learner.value), reference.value.empty() ? 0.0 : median(reference.value), check);
+  if (!in.graded_is_reference()) {
     if (const std::string problem = baseline_mismatch(learner, reference); !problem.empty()) {
       check.status = Status::kFail;
       check.details.insert(check.details.begin(), problem);
@@ -262,27 +262,28 @@ LinkJudgement judge_link(double value, const std::string& unit, const std::strin
   return j;
 }
 
-bool stage_performance(GradeContext& ctx, Scorecard& card) {
-  for (const CaseInfo& c : ctx.cases) {
+bool stage_performance(const GradeInputs& in, const Built& built, const Diagnosis& diagnosis, const Correctness& correct, LearnerRuns& runs,
+                       Scorecard& card) {
+  for (const CaseInfo& c : correct.cases) {
     if (!c.perf()) continue;
-    if (c.where == "gpu" && !ctx.gpu_missing.empty()) {
-      Check skipped = not_run_check(c.name, ctx.gpu_missing);
-      if (!ctx.lab.parts.empty()) skipped.data["part"] = part_of(ctx.lab, c);
+    if (c.where == "gpu" && !built.gpu_missing.empty()) {
+      Check skipped = not_run_check(c.name, built.gpu_missing);
+      if (!in.lab.parts.empty()) skipped.data["part"] = part_of(in.lab, c);
       card.add(skipped);
       continue;
     }
-    if (ctx.hung_widths.count(ctx.perf_width())) {
-      Check skipped = not_run_check(c.name + " (W=" + std::to_string(ctx.perf_width()) + ")", "");
-      skipped.details = {"not run: an earlier case hung at W = " + std::to_string(ctx.perf_width())};
-      if (!ctx.lab.parts.empty()) skipped.data["part"] = part_of(ctx.lab, c);
+    if (correct.hung_widths.count(in.perf_width())) {
+      Check skipped = not_run_check(c.name + " (W=" + std::to_string(in.perf_width()) + ")", "");
+      skipped.details = {"not run: an earlier case hung at W = " + std::to_string(in.perf_width())};
+      if (!in.lab.parts.empty()) skipped.data["part"] = part_of(in.lab, c);
       card.add(skipped);
       continue;
     }
-    Check check = measure_case(ctx, c);
-    if (!ctx.graded_is_reference()) mark_stretch(c, check);
-    if (!ctx.lab.parts.empty()) check.data["part"] = part_of(ctx.lab, c);
+    Check check = measure_case(in, built, diagnosis, runs, c);
+    if (!in.graded_is_reference()) mark_stretch(c, check);
+    if (!in.lab.parts.empty()) check.data["part"] = part_of(in.lab, c);
     card.add(check);
-    if (!untampered(ctx, card)) return false;
+    if (!runs.untampered(card)) return false;
   }
   return true;
 }
