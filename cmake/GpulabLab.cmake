@@ -309,8 +309,14 @@ function(gpulab_add_lab slug)
   foreach(f IN LISTS GPULAB_LAB_SOURCES)
     if(NOT EXISTS "${lab_dir}/${f}")
       set(GPULAB_LAB_HAS_LEARNER_FILES OFF)
-      # Configure again once it exists (after `./gpulab sync`): a missing dependency is stale.
-      set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${lab_dir}/${f}")
+      # Configure again once it exists (after `./gpulab sync`). CMake drops a dependency on a
+      # file that does not exist, so the folder that will hold it is watched: its time changes
+      # when the file appears.
+      if(EXISTS "${lab_dir}")
+        set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${lab_dir}")
+      else()
+        set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/labs")
+      endif()
       message(WARNING "gpulab: labs/${slug}/${f} is missing: restore it with `git checkout labs/` "
                       "or write it with `./gpulab sync`. Lab ${num} cannot be graded until then.")
     elseif(NOT EXISTS "${sub_dir}/${f}")
