@@ -166,7 +166,10 @@ TEST_CASE("markdown headings get GitHub's anchors for the docs site", "[cpu]") {
       "lines\"` joined, **1.6 ms**; **bold\n"
       "across** lines.\n"
       "| `up\\|down` | pipe | `the ranks' _x` |\n"
-      "```\n`kept`\n```\nan odd ` stays\n",
+      "```\n`kept`\n```\nan odd ` stays\n"
+      "1. a step:\n\n   ```\n   ./gpulab grade 01 \"x\"   # `odd\n   ```\n"
+      "- an item with `code\n  across` lines\n+ p − 1) is text\n"
+      "see [`std::vector<int>`](https://example.com)\n",
       "lessons/05-x.md");
   CHECK(spans.find("became `max_split_size_mb`;") != std::string::npos);          // Doxygen reads it right
   CHECK(spans.find("see `lessons/`,") != std::string::npos);                      // the site has no folder to link to
@@ -177,15 +180,20 @@ TEST_CASE("markdown headings get GitHub's anchors for the docs site", "[cpu]") {
   CHECK(spans.find("| <code>up\\|down</code> | pipe | <code>the ranks' _x</code> |") != std::string::npos);
   CHECK(spans.find("```\n`kept`\n```") != std::string::npos);
   CHECK(spans.find("an odd ` stays") != std::string::npos);
+  CHECK(spans.find("   ```\n   ./gpulab grade 01 \"x\"   # `odd\n   ```\n") != std::string::npos);  // an indented fence: as written
+  CHECK(spans.find("- an item with `code across` lines\n+ p") != std::string::npos);  // joined, up to the next item
+  CHECK(spans.find("see [std::vector&lt;int&gt;](https://example.com)") != std::string::npos);
 }
 
 TEST_CASE("the docs check finds markdown the site rendered otherwise than written", "[cpu]") {
   using gpulab::cli::docs_problems;
   const std::string head = "<div class=\"header\">`not read`</div><div class=\"contents\">";
-  CHECK(docs_problems(head + "<p>a <code>x_y --z</code> and <b>bold</b></p><div class=\"fragment\">`code` **x**</div><!-- fragment -->"
+  CHECK(docs_problems(head + "<p>a <code>x_y --z</code> and <b>bold</b></p><div class=\"fragment\"><div class=\"line\">`code` **x**</div></div><!-- fragment -->"
                              "<blockquote class=\"doxtable\"><p><b>Key concepts / APIs</b></p></blockquote></div>").empty());
   const auto found = docs_problems(head + "<p>**<code>x</code>** and [<code>y</code>](lessons) `z`</p><blockquote><p>1 MiB</p></blockquote>"
                                           "<p><code>a&amp;#95;b</code> <code>&ndash;case</code></p></div>");
+  CHECK(docs_problems(head + "<div class=\"fragment\"></div><!-- fragment --></div>") ==
+        std::vector<std::string>{"a code block rendered empty (its lines joined onto the fence?)"});
   REQUIRE(found.size() == 8);
   CHECK(found[0].rfind("a block quote", 0) == 0);
   CHECK(found[1].rfind("an entity shown raw in code", 0) == 0);

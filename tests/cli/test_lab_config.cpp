@@ -71,6 +71,13 @@ TEST_CASE("lab.json's build (what CMake makes of the lab) is refused with the ke
   CHECK(error_of(head + R"("gpu_check": {"grades": [{"name": "a b"}]}})").find("gpu_check grades[1]: \"name\" is a file name") != std::string::npos);
   CHECK(error_of(head + R"("gpu_check": {"grades": [{"name": "a", "repeat": 0}]}})").find("\"repeat\" is 1 to 10") != std::string::npos);
   CHECK(error_of(head + R"("gpu_check": {"order": 1}})").find("gpu_check: unknown key \"order\"") != std::string::npos);
+  CHECK(error_of(head + R"("gpu_check": {"grades": [{"name": "a", "env": {"B": "x y"}}]}})").find("\"env\" holds B=x y") != std::string::npos);
+  // What CMake reads must be plain: no quote, semicolon or dollar in a file name.
+  CHECK(error_of(R"({"title": "X", "sources": ["a;b.cu"], "build": {"tests": ["t.cpp"]}})").find("is not a plain file name") != std::string::npos);
+  CHECK(error_of(head + R"("build": {"tests": ["t$x.cpp"]}})").find("\"tests\" holds \"t$x.cpp\"") != std::string::npos);
+  CHECK(error_of(head + R"("build": {"tests": ["t.cpp"], "assemble_for": ["100a-real"]}})").empty());
+  CHECK(error_of(R"({"title": "X", "sources": ["b.cpp"], "build": {"tests": ["t.cpp"], "assemble_for": ["90a-real"]}})").find("has none") !=
+        std::string::npos);
 }
 
 TEST_CASE("a lab is checked against its tree: sources present and hints naming regions that exist", "[cpu]") {

@@ -103,9 +103,15 @@ LabTargets parse_targets(const json& b, const LabConfig& lab, const std::string&
   LabTargets t;
   t.tests = get<std::vector<std::string>>(b, "tests", {}, where);
   if (t.tests.empty()) throw ConfigError(where + ": \"tests\" is missing (the test sources beside lab.json)");
+  // Plain file names only: CMake reads these lists (lab_scan.cpp), where a quote, a semicolon or a
+  // dollar would mean something else.
+  static const std::regex file_name(R"([A-Za-z0-9_+-][A-Za-z0-9_.+-]*\.(cpp|cu))");
   for (const std::string& f : t.tests) {
-    if (f.find('/') != std::string::npos || f.size() < 5 || (f.substr(f.size() - 4) != ".cpp" && f.substr(f.size() - 3) != ".cu")) {
-      throw ConfigError(where + ": \"tests\" holds \"" + f + "\" (a .cpp or .cu file beside lab.json)");
+    if (!std::regex_match(f, file_name)) throw ConfigError(where + ": \"tests\" holds \"" + f + "\" (a .cpp or .cu file beside lab.json)");
+  }
+  for (const std::string& f : lab.sources) {
+    if (!std::regex_match(f, std::regex(R"([A-Za-z0-9_+-][A-Za-z0-9_.+-]*)"))) {
+      throw ConfigError(where + ": source \"" + f + "\" is not a plain file name (letters, digits, . _ + -)");
     }
   }
   t.libraries = get<std::vector<std::string>>(b, "libraries", {}, where);
@@ -134,9 +140,14 @@ LabTargets parse_targets(const json& b, const LabConfig& lab, const std::string&
   }
   t.assemble_for = get<std::vector<std::string>>(b, "assemble_for", {}, where);
   for (const std::string& arch : t.assemble_for) {
-    if (!std::regex_match(arch, std::regex(R"(\d\d[a-z]?-(real|virtual))"))) {
+    if (!std::regex_match(arch, std::regex(R"(\d{2,3}[a-z]?-(real|virtual))"))) {
       throw ConfigError(where + ": \"assemble_for\" holds \"" + arch + "\" (CMake's form: \"80-real\", \"90a-real\")");
     }
+  }
+  if (!t.assemble_for.empty() && std::none_of(lab.sources.begin(), lab.sources.end(), [](const std::string& f) {
+        return f.size() > 3 && f.compare(f.size() - 3, 3, ".cu") == 0;
+      })) {
+    throw ConfigError(where + ": \"assemble_for\" names architectures for the reference's .cu files, and \"sources\" has none");
   }
   return t;
 }
@@ -155,6 +166,15 @@ GpuCheck parse_gpu_check(const json& g, const std::string& where) {
                    get<std::map<std::string, std::string>>(grades[k], "env", {}, w), get<int>(grades[k], "repeat", 1, w)};
     if (!std::regex_match(grade.name, std::regex("[a-z0-9][a-z0-9-]*"))) throw ConfigError(w + ": \"name\" is a file name: a-z, 0-9 and -");
     if (grade.repeat < 1 || grade.repeat > 10) throw ConfigError(w + ": \"repeat\" is 1 to 10");
+    // scripts/gpu-check reads the plan as tab-separated fields, env as words and args split on \x1f.
+    for (const auto& [key, value] : grade.env) {
+      if (!std::regex_match(key, std::regex("[A-Z_][A-Z0-9_]*")) || value.find_first_of(" \t\n\x1f") != std::string::npos) {
+        throw ConfigError(w + ": \"env\" holds " + key + "=" + value + " (a NAME and a value without spaces)");
+      }
+    }
+    for (const std::string& a : grade.args) {
+      if (a.empty() || a.find_first_of("\t\n\x1f") != std::string::npos) throw ConfigError(w + ": \"args\" holds an empty item or a tab or newline");
+    }
     c.grades.push_back(grade);
   }
   return c;

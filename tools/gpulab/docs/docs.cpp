@@ -30,13 +30,13 @@ std::string github_anchor(const std::string& heading) {
 
 namespace {
 
-/// @p code as Doxygen 1.9 shows it literally within <code>: the characters its markdown and
+/// @p code as Doxygen 1.9 shows it literally (within <code>, or as a link's text): the characters its markdown and
 /// commands read each behind a backslash (its own escapes; numeric entities it shows raw; "\\_"
 /// it reads as a command, and an underscore inside code never makes emphasis there), HTML's
 /// as named entities, and an escaped pipe (a table cell's) kept escaped: the table reads it as
 /// part of the cell, Doxygen then prints "|".
-std::string literal_code(const std::string& code) {
-  std::string out = "<code>";
+std::string literal_text(const std::string& code) {
+  std::string out;
   for (std::size_t i = 0; i < code.size(); ++i) {
     const char c = code[i];
     switch (c) {
@@ -51,8 +51,10 @@ std::string literal_code(const std::string& code) {
       default: out += c;
     }
   }
-  return out + "</code>";
+  return out;
 }
+
+std::string literal_code(const std::string& code) { return "<code>" + literal_text(code) + "</code>"; }
 
 /// Where the code span opening at @p open (a backtick) closes, npos if it does not on this line.
 std::size_t span_end(const std::string& line, std::size_t open) { return line.find('`', open + 1); }
@@ -63,8 +65,12 @@ bool left_open(const std::string& line) {
   if (std::count(line.begin(), line.end(), '`') % 2 != 0) return true;
   int bold = 0;
   for (std::size_t i = 0; i < line.size(); ++i) {
-    if (line[i] == '`') i = span_end(line, i);
-    else if (line.compare(i, 2, "**") == 0) ++bold, ++i;
+    if (line[i] == '`') {
+      i = span_end(line, i);
+      if (i == std::string::npos) break;
+    } else if (line.compare(i, 2, "**") == 0) {
+      ++bold, ++i;
+    }
   }
   return bold % 2 != 0;
 }
@@ -91,7 +97,7 @@ std::string rewrite_line(const std::string& line) {
         if (target.rfind("http", 0) == 0 || target.rfind("#", 0) == 0 || target.find(".md") != std::string::npos) {
           std::string plain = text;
           plain.erase(std::remove(plain.begin(), plain.end(), '`'), plain.end());
-          out += "[" + rewrite_line(plain) + "](" + target + ")";
+          out += "[" + literal_text(plain) + "](" + target + ")";
         } else {
           out += rewrite_line(text);
         }
@@ -115,8 +121,13 @@ std::string rewrite_line(const std::string& line) {
     if (line.compare(i, 2, "**") == 0) {
       std::size_t close = std::string::npos;
       for (std::size_t j = i + 2; j + 1 < line.size(); ++j) {
-        if (line[j] == '`') j = span_end(line, j);
-        else if (line.compare(j, 2, "**") == 0) { close = j; break; }
+        if (line[j] == '`') {
+          j = span_end(line, j);
+          if (j == std::string::npos) break;
+        } else if (line.compare(j, 2, "**") == 0) {
+          close = j;
+          break;
+        }
       }
       if (close != std::string::npos) {
         out += "<b>" + rewrite_line(line.substr(i + 2, close - i - 2)) + "</b>";
@@ -131,12 +142,13 @@ std::string rewrite_line(const std::string& line) {
 
 /// True for a line that cannot continue a paragraph (a code span never crosses it).
 bool ends_paragraph(const std::string& line) {
-  const std::size_t first = line.find_first_not_of(' ');
-  if (first == std::string::npos) return true;
+  const std::size_t first = line.find_first_not_of(" \r");
+  if (first == std::string::npos) return true;  // blank (a CRLF file's too)
   const char c = line[first];
-  return line.compare(first, 3, "```") == 0 || c == '#' || c == '|' || c == '>' ||
-         ((c == '-' || c == '*') && line.size() > first + 1 && line[first + 1] == ' ') ||
-         line.find_first_not_of("0123456789", first) == line.find(". ", first);  // "12. " begins a numbered item
+  const std::size_t digits_end = line.find_first_not_of("0123456789", first);
+  return line.compare(first, 3, "```") == 0 || line.compare(first, 3, "~~~") == 0 || c == '#' || c == '|' || c == '>' || c == '=' ||
+         ((c == '-' || c == '*' || c == '+') && (line.size() == first + 1 || line[first + 1] == ' ' || line[first + 1] == c)) ||
+         (digits_end > first && digits_end != std::string::npos && (line.compare(digits_end, 2, ". ") == 0 || line.compare(digits_end, 2, ") ") == 0));
 }
 
 }  // namespace
@@ -151,10 +163,13 @@ std::string doxygen_markdown(const std::string& text, const std::string& path) {
   std::ostringstream out;
   bool fenced = false;
   for (std::string line; std::getline(in, line);) {
-    const bool fence = line.rfind("```", 0) == 0;
+    const std::size_t first = line.find_first_not_of(' ');
+    // A fence at any indentation (a list item's code block is indented).
+    const bool fence = first != std::string::npos && (line.compare(first, 3, "```") == 0 || line.compare(first, 3, "~~~") == 0);
     if (fence) fenced = !fenced;
     // Code or bold that crosses lines: the lines joined (markdown reads the break as a space).
-    while (!fenced && !fence && left_open(line) && in.peek() != EOF) {
+    const bool block_line = first != std::string::npos && (line[first] == '#' || line[first] == '|');  // a heading or a table row
+    while (!fenced && !fence && !block_line && left_open(line) && in.peek() != EOF) {
       const std::streampos at = in.tellg();
       std::string next;
       std::getline(in, next);
@@ -218,6 +233,13 @@ std::vector<std::string> docs_problems(const std::string& page) {
   std::vector<std::string> problems;
   const std::size_t contents = page.find("<div class=\"contents\">");
   std::string html = contents == std::string::npos ? page : page.substr(contents);
+  for (std::size_t at = html.find("<div class=\"fragment\">"); at != std::string::npos; at = html.find("<div class=\"fragment\">", at + 1)) {
+    const std::string block = html.substr(at, html.find("<!-- fragment -->", at) - at);
+    if (block.find("class=\"line\"") == std::string::npos) problems.push_back("a code block rendered empty (its lines joined onto the fence?)");
+  }
+  if (html.find("&amp;quot;") != std::string::npos || html.find("&amp;lt;") != std::string::npos) {
+    problems.push_back("an entity shown raw: " + excerpt(text_of(html), text_of(html).find("&amp;")));
+  }
   html = without(html, "<div class=\"fragment\">", "<!-- fragment -->");
   html = without(html, "<pre", "</pre>");
   html = without(html, "<script", "</script>");
