@@ -20,11 +20,12 @@ function(gpulab_warnings target mode)
   endif()
 endfunction()
 
-# gpulab_test_harness(<target>): C++ that only drives tests (Catch2's runner and mains, the test
-# cases, the unit tests) compiles at -O1: Catch2's assertion macros make these the costliest
-# files of the build at -O3 (a third of their time goes to optimising code that runs once). The
-# code under test (labs, references, common/, the CLI, the emulator) keeps the build's -O3; a
-# test case that times something times that code.
-function(gpulab_test_harness target)
+# gpulab_light_optimization(<target>): C++ whose speed nothing measures compiles at -O1: the test
+# harness (Catch2's runner and mains, the test cases, the unit tests; Catch2's assertion macros
+# make these the costliest files of the build at -O3) and the CLI (orchestration: processes, JSON,
+# text). About a third of their compile time went to optimising code that runs once. The code
+# under test and every yardstick (labs, references, common/, the emulator, gpulab-pingpong) keeps
+# the build's -O3: a test case that times something times that code.
+function(gpulab_light_optimization target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O1>)
 endfunction()
