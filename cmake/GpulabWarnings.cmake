@@ -27,5 +27,6 @@ endfunction()
 # under test and every yardstick (labs, references, common/, the emulator, gpulab-pingpong) keeps
 # the build's -O3: a test case that times something times that code.
 function(gpulab_light_optimization target)
-  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O1>)
+  # CUDA files: their host code only (-Xcompiler); the device code keeps nvcc's optimisation.
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O1> $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-O1>)
 endfunction()
