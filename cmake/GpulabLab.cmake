@@ -342,10 +342,10 @@ function(gpulab_add_lab slug)
   set(variants_json "")
   set(mutants_json "")
   set(emu_mutants_json "")
-  # The emulator: kernel labs (the default test main) only; distributed labs run on the CPU as they are.
-  # EMU_SOURCES / EMU_TESTS: a lab whose other parts need libraries the emulator does not stand in
-  # for (lab 04's training on gpulab::nn) emulates only these sources and tests; its other
-  # regions get no emulated mutant (their [cpu] cases run natively anyway).
+  # The emulator: the labs whose lab.json says "emulator" (kernel labs; distributed labs run on
+  # the CPU as they are). "emulator": {"sources", "tests"}: a lab whose other parts need libraries
+  # the emulator does not stand in for (lab 04's training on gpulab::nn) emulates only these
+  # sources and tests; its other regions get no emulated mutant (their [cpu] cases run natively).
   if(GPULAB_ENABLE_EMULATOR AND GPULAB_LAB_EMULATOR)
     set(emu_tests ${lab_tests})
     set(emu_region_files "${region_files}")
