@@ -326,6 +326,21 @@ float as_float(unsigned bits) {
 
 }  // namespace
 
+TEST_CASE("__half to float gives every one of the 65536 halves bit for bit as the compiler's _Float16 does", "[cpu]") {
+  int wrong = 0;
+  for (unsigned bits = 0; bits <= 0xFFFFu; ++bits) {
+    const unsigned short h = static_cast<unsigned short>(bits);
+    _Float16 f16;
+    std::memcpy(&f16, &h, 2);
+    const float want = static_cast<float>(f16), got = __half2float(__ushort_as_half(h));
+    std::uint32_t want_bits = 0, got_bits = 0;
+    std::memcpy(&want_bits, &want, 4);
+    std::memcpy(&got_bits, &got, 4);
+    if (want_bits != got_bits && ++wrong <= 5) FAIL_CHECK("half 0x" << std::hex << bits << ": 0x" << got_bits << ", the cast gives 0x" << want_bits);
+  }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("the PTX fragment tables written here cover each matrix element exactly once", "[cpu]") {
   // A sanity check of the transcription itself: each table is a bijection lanes × elements → tile.
   std::vector<int> a(256, 0), b(128, 0), c(128, 0);

@@ -2,13 +2,14 @@
 /// @brief A small cooperative emulator of CUDA thread blocks on the CPU, for checking a lab's
 /// kernels *for their logic* where no GPU is available (`gpulab emulate`, and `gpulab grade` without a GPU).
 ///
-/// Not a grade and never a GPU result. It runs one block at a time, each thread as a ucontext
-/// fiber that runs until its next __syncthreads() or warp-level call (__shfl_down_sync), in
-/// thread order (or reversed: EMU_ORDER=reverse). So a missing barrier usually shows as wrong
-/// values (a thread reads a tile its neighbours have not written yet), a barrier some threads
-/// skip is reported, and every index is exercised. Device memory is host memory; the runtime
-/// calls the labs and libgpulab use are stand-ins (below). Timing, memory models, races between
-/// blocks and speed are not emulated.
+/// Not a grade and never a GPU result. It runs one block at a time, each thread as a fiber (a
+/// stack of its own; switched by emu_switch.cpp on x86-64, by ucontext elsewhere) that runs
+/// until its next __syncthreads() or warp-level call (__shfl_down_sync), in thread order (or
+/// reversed: EMU_ORDER=reverse). So a missing barrier usually shows as wrong values (a thread
+/// reads a tile its neighbours have not written yet), a barrier some threads skip is reported,
+/// and every index is exercised. Device memory is host memory; the runtime calls the labs and
+/// libgpulab use are stand-ins (below). Timing, memory models, races between blocks and speed
+/// are not emulated.
 #pragma once
 
 /// Defined in every file built for the emulator, so that a header can give the emulator its own
@@ -70,8 +71,23 @@ namespace emu {
 
 enum class State { kRunning, kAtBarrier, kAtWarpSync, kDone };
 
+// A fiber switch on x86-64 saves what the ABI says a callee keeps (six registers, the stack
+// pointer, the SSE and x87 control words): a few nanoseconds. ucontext's swapcontext also saves
+// the signal mask, a system call each way, which was a third of an emulated GEMM's time.
+#if defined(__x86_64__) && defined(__linux__)
+#define GPULAB_EMU_FAST_SWITCH 1
+/// Saves the running context's stack pointer in *@p save and resumes the one at @p load (emu_switch.cpp).
+extern "C" void gpulab_emu_switch(void** save, void* load);
+/// Where a new fiber starts: calls gpulab_emu_fiber_main on the fiber's own stack (emu_switch.cpp).
+extern "C" void gpulab_emu_fiber_start();
+#endif
+
 struct Fiber {
+#ifdef GPULAB_EMU_FAST_SWITCH
+  void* sp = nullptr;
+#else
   ucontext_t context;
+#endif
   std::unique_ptr<char[]> stack;
   State state = State::kRunning;
   dim3 id;
@@ -79,7 +95,11 @@ struct Fiber {
 };
 
 inline constexpr std::size_t kStackBytes = 1 << 16;
+#ifdef GPULAB_EMU_FAST_SWITCH
+inline void* scheduler = nullptr;
+#else
 inline ucontext_t scheduler;
+#endif
 inline Fiber* current = nullptr;
 inline std::function<void()> kernel_call;
 inline std::vector<unsigned char> dynamic_shared_memory;  // `extern __shared__` arrays of the launch
@@ -105,15 +125,33 @@ inline void fiber_entry() {
   current->state = State::kDone;
 }
 
+/// From the running thread back to the scheduler; returns when the scheduler resumes it.
+inline void to_scheduler() {
+#ifdef GPULAB_EMU_FAST_SWITCH
+  gpulab_emu_switch(&current->sp, scheduler);
+#else
+  swapcontext(&current->context, &scheduler);
+#endif
+}
+
+/// From the scheduler to @p f; returns when @p f reaches a barrier, a warp-level call or its end.
+inline void to_fiber(Fiber& f) {
+#ifdef GPULAB_EMU_FAST_SWITCH
+  gpulab_emu_switch(&scheduler, f.sp);
+#else
+  swapcontext(&scheduler, &f.context);
+#endif
+}
+
 inline void barrier() {
   current->state = State::kAtBarrier;
-  swapcontext(&current->context, &scheduler);
+  to_scheduler();
 }
 
 /// Waits until every lane of this warp that has not exited is here too.
 inline void warp_sync() {
   current->state = State::kAtWarpSync;
-  swapcontext(&current->context, &scheduler);
+  to_scheduler();
 }
 
 /// The running thread as text: "block (1, 0, 0), thread (33, 0, 0)".
@@ -123,7 +161,7 @@ inline std::string where_am_i();
 inline void fail_here(const std::string& what) {
   if (thread_error.empty()) thread_error = what + " (" + where_am_i() + ")";
   current->state = State::kDone;
-  swapcontext(&current->context, &scheduler);
+  to_scheduler();
 }
 
 /// EMU_ORDER=reverse runs the threads of each step last to first: a hazard between threads that
@@ -241,11 +279,26 @@ struct Launch {
   __attribute__((noinline)) static void start_fiber(Fiber& f, dim3 id) {
     f.id = id;
     f.state = State::kRunning;
+#ifdef GPULAB_EMU_FAST_SWITCH
+    // The frame gpulab_emu_switch pops (emu_switch.cpp): the control words, six registers, then
+    // the address it returns to, the start of the fiber; the top of the stack 16-byte aligned.
+    const auto top = (reinterpret_cast<std::uintptr_t>(f.stack.get()) + kStackBytes) & ~static_cast<std::uintptr_t>(15);
+    auto* frame = reinterpret_cast<std::uint64_t*>(top) - 9;
+    std::memset(frame, 0, 9 * sizeof(std::uint64_t));
+    std::uint32_t mxcsr = 0;
+    std::uint16_t fpu = 0;
+    asm volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(mxcsr), "=m"(fpu));
+    std::memcpy(frame, &mxcsr, 4);
+    std::memcpy(reinterpret_cast<char*>(frame) + 4, &fpu, 2);
+    frame[8] = reinterpret_cast<std::uint64_t>(&gpulab_emu_fiber_start);
+    f.sp = frame;
+#else
     getcontext(&f.context);
     f.context.uc_stack.ss_sp = f.stack.get();
     f.context.uc_stack.ss_size = kStackBytes;
     f.context.uc_link = &scheduler;
     makecontext(&f.context, fiber_entry, 0);
+#endif
   }
 
   void run(std::function<void()> call) {
@@ -279,7 +332,7 @@ struct Launch {
               if (f.state != State::kRunning) continue;
               current = &f;
               threadIdx = f.id;
-              swapcontext(&scheduler, &f.context);
+              to_fiber(f);
               if (!thread_error.empty()) {
                 running_kernel = nullptr;
                 block_fibers = nullptr;

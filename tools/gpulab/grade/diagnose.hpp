@@ -3,10 +3,10 @@
 /// itself (`nvcc -Xptxas -v`), for the learner's code beside the reference's.
 ///
 /// The grader re-runs the exact compile command CMake used for a source file (from
-/// compile_commands.json) with -Xptxas=-v and its output sent to a scratch file, so the figures
-/// are the ones of the build being graded, for the architecture it targets. Theoretical
-/// occupancy also depends on the block size and the GPU's limits: it is reported where a GPU runs
-/// the tests, not here.
+/// compile_commands.json), device side only (--fatbin for -c), with -Xptxas=-v and its output
+/// sent to a scratch file, so the figures are the ones of the build being graded, for the
+/// architecture it targets. Theoretical occupancy also depends on the block size and the GPU's
+/// limits: it is reported where a GPU runs the tests, not here.
 #pragma once
 
 #include <string>

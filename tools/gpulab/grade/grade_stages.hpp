@@ -112,6 +112,12 @@ bool stage_performance(const GradeInputs& in, const Built& built, const Diagnosi
                        Scorecard& card);
 void stage_integrity(const GradeInputs& in, const TreesBefore& before, LearnerRuns& runs, Scorecard& card);
 
+/// Without a GPU, the [gpu] cases run on the CPU emulator (emulation.hpp), measured against the
+/// reference's emulated runs: builds the emulated learner and reference, judges the learner's
+/// emulated objects by the same symbol rules, and records in @p built what the cases run on (or
+/// why they cannot). The correctness stage calls it once it knows a chosen case needs it.
+void prepare_emulator(const GradeInputs& in, Built& built, Scorecard& card);
+
 /// The learner's objects against the symbol rules (symbols.hpp), measured against @p reference;
 /// adds the check "your code stays in labNN::".
 void check_symbols(const GradeInputs& in, Scorecard& card, const Variant& learner, const Variant& reference);

@@ -1,6 +1,7 @@
 /// @file stage_build.cpp
 /// @brief The sources and build stages: the submission's files, a snapshot of them, compiling the
-/// learner's objects, forbidden library code in them (nm), linking with the tests.
+/// learner's objects, forbidden library code in them (nm), linking with the tests; and the
+/// emulator's build, which the correctness stage asks for when a chosen case runs on it.
 #include <unistd.h>
 
 #include <chrono>
@@ -93,34 +94,6 @@ void check_forbidden(const GradeInputs& in, Scorecard& card) {
   card.add(c);
 }
 
-/// Without a GPU, the [gpu] cases run on the CPU emulator (emulation.hpp), measured against the
-/// reference's emulated runs; its build of the learner's code obeys the same symbol rules.
-void prepare_emulator(const GradeInputs& in, Built& built, Scorecard& card) {
-  const Variant* emu = in.lab.build.variant("emu_" + in.variant);
-  const Variant* emu_ref = in.lab.build.variant("emu_ref");
-  if (emu == nullptr || emu_ref == nullptr) return;
-  const BuildResult b = build_targets(in.paths, {emu->target, emu_ref->target});
-  if (!b.ok) {
-    std::istringstream diag(extract_diagnostics(b.output));
-    std::getline(diag, built.emulator_problem);
-    built.emulator_problem = "the emulator's build of your code failed: " + built.emulator_problem;
-    return;
-  }
-  if (!in.graded_is_reference()) {
-    std::ostringstream unused;
-    Scorecard quiet(true, &unused);
-    check_symbols(in, quiet, *emu, *emu_ref);
-    for (Check c : quiet.checks()) {
-      if (c.status != Status::kFail) continue;
-      c.name += " (the emulator's build)";
-      card.add(c);
-      return;  // the emulated runs would measure code that breaks the rules: not run
-    }
-  }
-  built.emulator = "emu_" + in.variant;
-  built.emu_profile = ReferenceProfile(in.paths.build / "grade" / "profiles" / (in.lab.number + "-emu.json"), file_hash(emu_ref->exe));
-}
-
 }  // namespace
 
 std::set<std::string> symbol_problems(const std::string& lab_number, const Variant& learner, const Variant& reference, const fs::path& source_dir) {
@@ -202,6 +175,32 @@ std::vector<std::string> forbidden_in_nm(const std::string& nm_output, const For
   return {found.begin(), found.end()};
 }
 
+void prepare_emulator(const GradeInputs& in, Built& built, Scorecard& card) {
+  const Variant* emu = in.lab.build.variant("emu_" + in.variant);
+  const Variant* emu_ref = in.lab.build.variant("emu_ref");
+  if (emu == nullptr || emu_ref == nullptr) return;
+  const BuildResult b = build_targets(in.paths, {emu->target, emu_ref->target});
+  if (!b.ok) {
+    std::istringstream diag(extract_diagnostics(b.output));
+    std::getline(diag, built.emulator_problem);
+    built.emulator_problem = "the emulator's build of your code failed: " + built.emulator_problem;
+    return;
+  }
+  if (!in.graded_is_reference()) {
+    std::ostringstream unused;
+    Scorecard quiet(true, &unused);
+    check_symbols(in, quiet, *emu, *emu_ref);
+    for (Check c : quiet.checks()) {
+      if (c.status != Status::kFail) continue;
+      c.name += " (the emulator's build)";
+      card.add(c);
+      return;  // the emulated runs would measure code that breaks the rules: not run
+    }
+  }
+  built.emulator = "emu_" + in.variant;
+  built.emu_profile = ReferenceProfile(in.paths.build / "grade" / "profiles" / (in.lab.number + "-emu.json"), file_hash(emu_ref->exe));
+}
+
 bool stage_sources(const GradeInputs& in, Scorecard& card) {
   if (in.sources != Sources::kSubmission) return true;
   std::string missing;
@@ -260,7 +259,6 @@ std::optional<Built> stage_build(const GradeInputs& in, LearnerRuns& runs, Score
   Built built;
   built.profile = ReferenceProfile(in.paths.build / "grade" / "profiles" / (in.lab.number + where + ".json"), file_hash(in.reference().exe));
   built.gpu_missing = device_missing(in.reference().exe);
-  if (!built.gpu_missing.empty()) prepare_emulator(in, built, card);
   runs.arm(in);
   return built;
 }

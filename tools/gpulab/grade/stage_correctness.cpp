@@ -139,10 +139,15 @@ std::optional<Correctness> stage_correctness(const GradeInputs& in, Built& built
   std::optional<std::vector<CaseInfo>> cases = list_cases(in, card);
   if (!cases) return std::nullopt;
   Correctness correct{std::move(*cases), {}};
+  // The emulator's build only when a chosen case runs on it (a --case on a [cpu] case needs none).
+  const bool emulates = !built.gpu_missing.empty() && in.lab.build.emulated();
+  if (emulates && std::any_of(correct.cases.begin(), correct.cases.end(), [](const CaseInfo& c) { return emulable(c); })) {
+    prepare_emulator(in, built, card);
+  }
   const std::vector<int> widths = in.widths().empty() ? std::vector<int>{0} : in.widths();
   for (const CaseInfo& c : correct.cases) {
     if (c.perf()) continue;
-    if (!built.gpu_missing.empty() && emulable(c) && in.lab.build.emulated()) {
+    if (emulates && emulable(c)) {
       Check check = emulated(in, built, runs, c);
       mark_stretch(c, check);
       if (!in.lab.parts.empty()) check.data["part"] = part_of(in.lab, c);
