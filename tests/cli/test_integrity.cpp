@@ -64,6 +64,45 @@ TEST_CASE("calls to process control the loader and the environment fail", "[cpu]
   CHECK(problem("                 U exit_like_but_not").empty());
 }
 
+TEST_CASE("an indirect function and a symbol type nm letter the rules do not know fail", "[cpu]") {
+  // g++ 12: __attribute__((ifunc("resolver"))) on a function in lab01:: and on the grader's name.
+  CHECK(problem("0000000000000000 i lab01::fast_add(float, float)").find("GNU indirect function (ifunc)") != std::string::npos);
+  CHECK(problem("0000000000000000 i gpulab::compare_within(std::vector<float, std::allocator<float> > const&, std::vector<double, std::allocator<double> > const&, std::vector<double, std::allocator<double> > const&)")
+            .find("GNU indirect function") != std::string::npos);
+  CHECK(problem("0000000000000000 Z lab01::thing").find("the grader does not know") != std::string::npos);
+  for (const char* known : {"0000000000000000 T lab01::f()", "0000000000000000 t f()", "0000000000000000 b lab01::x",
+                            "0000000000000000 r lab01::y", "                 w __gmon_start__"}) {
+    CHECK(problem(known).empty());
+  }
+}
+
+TEST_CASE("kernel entries and start-up functions are read from the disassembly and the section table", "[cpu]") {
+  // objdump 2.40 of a g++ object with inline assembly, and of one whose constructor is nvcc's.
+  const std::string disassembly =
+      "0000000000000000 <lab01::(anonymous namespace)::leave()>:\n"
+      "   0:\tmov    $0xe7,%eax\n"
+      "   5:\tsyscall\n"
+      "   7:\tret\n"
+      "0000000000000010 <lab01::vector_add(float const*, float const*, float*, long, CUstream_st*)>:\n"
+      "  10:\tint    $0x80\n"
+      "  12:\tcall   17 <lab01::vector_add(float const*, float const*, float*, long, CUstream_st*)+0x7>\n"
+      "  17:\tmov    %rdi,%rax\t# syscall is only a comment here\n";
+  const std::vector<std::string> entries = kernel_entries(disassembly);
+  REQUIRE(entries.size() == 2);
+  CHECK(entries[0] == "syscall in lab01::(anonymous namespace)::leave()");
+  CHECK(entries[1].rfind("int $0x80 in lab01::vector_add(", 0) == 0);
+  CHECK(kernel_entries("0000000000000000 <lab01::f()>:\n   0:\tsvc\t#0x0\n").size() == 1);  // AArch64
+  const std::string sections =
+      "Idx Name          Size      VMA               LMA               File off  Algn\n"
+      "  0 .text         000001a2  0000000000000000  0000000000000000  00000040  2**4\n"
+      "                  CONTENTS, ALLOC, LOAD, RELOC, READONLY, CODE\n"
+      " 14 .init_array   00000008  0000000000000000  0000000000000000  00019b68  2**3\n"
+      " 15 .fini_array.00101 00000010  0000000000000000  0000000000000000  00019b70  2**3\n"
+      " 16 .init_array_lookalike 00000100  0000000000000000  0000000000000000  00019b80  2**3\n";
+  CHECK(startup_entries(sections) == 3);
+  CHECK(startup_entries("") == 0);
+}
+
 TEST_CASE("a call of exit only in nvcc's host stubs of __device__ functions is the compiler's and any other is the learner's", "[cpu]") {
   // Recorded: objdump -d -r -C --no-show-raw-insn of lab 04's skeleton hgemm.cu.o (nvcc 13, g++ 12
   // -O3), whose empty __device__ helpers cudafe++ gives the host body { volatile int ___ = 1; exit(___); };

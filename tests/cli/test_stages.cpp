@@ -145,6 +145,21 @@ TEST_CASE("exit 77 is no GPU only for a gpu case that the grader also found with
   CHECK(judge_case(kGpuCase, a_run(77, {}, "", false), lab, within(10)).status == Status::kFail);  // 77 without the runner's record
 }
 
+TEST_CASE("a skipped case's record with exit 0 is a failure never a pass", "[cpu]") {
+  const LabConfig lab = a_lab();
+  // The runner's skip record, then something in the process turned exit 77 into 0 (an atexit handler, a raw exit_group).
+  CaseRun skip_then_zero = a_run(0, {{{"kind", "completion"}, {"case", "kernel adds"}, {"skipped", "no device"}, {"token", "t0k3n"}}}, "", false);
+  const Check judged = judge_case(kGpuCase, skip_then_zero, lab, within(10));
+  CHECK(judged.status == Status::kFail);
+  CHECK(judged.details.front().find("says the case was skipped (no device)") != std::string::npos);
+  // One rank skipped, the other passed: still not a pass.
+  CaseRun ranks = a_run(0, {{{"kind", "completion"}, {"case", "kernel adds"}, {"skipped", "no device"}, {"token", "t0k3n"}, {"rank", 0}},
+                            {{"kind", "completion"}, {"case", "kernel adds"}, {"assertions_passed", 3}, {"assertions_failed", 0}, {"token", "t0k3n"}, {"rank", 1}}},
+                        "", false);
+  ranks.ranks = 2;
+  CHECK(judge_case(kGpuCase, ranks, lab, within(10)).status == Status::kFail);
+}
+
 TEST_CASE("a pass with fewer assertions than the reference is a case that did not run to its end", "[cpu]") {
   const LabConfig lab = a_lab();
   const Check fewer = judge_case(kCpuCase, a_run(0), lab, within(10, "", 560));

@@ -152,6 +152,7 @@ Completion read_completion(const CaseRun& run, const std::string& case_name) {
     done.failed += rec.value("assertions_failed", 0L);
   }
   done.skipped = skipped > 0 && skipped == done.records;
+  done.skipped_records = skipped;
   return done;
 }
 
@@ -173,6 +174,13 @@ void judge_ended(const CaseInfo& c, const CaseRun& run, const JudgeContext& cont
     for (const std::string& line : catch_failures(p.output)) {
       if (check.details.size() < 6) check.details.push_back(line);  // e.g. the sanitizer's "runtime error: ..."
     }
+    return;
+  }
+  if (done.skipped_records > 0) {
+    // A skip ends the runner with exit 77 (judge_skip); a skip's record beside exit 0 or 1 is not
+    // a run of the case, whatever else the process wrote.
+    check.details.insert(check.details.begin(), "its record says the case was skipped (" + done.skip_reason + "), yet the process " + p.describe() +
+                                                    " instead of exit 77: something in the code under test ended it; a skipped case is never a pass");
     return;
   }
   if (!p.exited(0) || done.failed > 0 || !found.failures.empty()) {

@@ -55,6 +55,7 @@ struct Completion {
   int duplicates = 0;            ///< ranks with more than one
   long passed = 0, failed = 0;   ///< assertions, summed over ranks
   bool skipped = false;          ///< every rank skipped it (no device)
+  int skipped_records = 0;       ///< records that say the case was skipped, on any rank
   std::string skip_reason;
 };
 Completion read_completion(const CaseRun& run, const std::string& case_name);
@@ -63,7 +64,8 @@ Completion read_completion(const CaseRun& run, const std::string& case_name);
 /// and no failure; otherwise fail with the failures' own words and the lab's hints for a hang or
 /// a crash ("ended before its checks finished" when the record is missing, "exit 77 is reserved"
 /// when 77 does not mean a [gpu] case on a machine the grader found without a GPU, "ran 3 of the
-/// reference's 560 checks" when a pass made fewer assertions than the reference); or not run.
+/// reference's 560 checks" when a pass made fewer assertions than the reference, "says it skipped
+/// the case" when a skip's record comes with an exit other than 77); or not run.
 Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, const JudgeContext& context);
 
 /// Catch2's own words for failures (assertion text, exception message) in a test's output.

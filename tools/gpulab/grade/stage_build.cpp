@@ -112,8 +112,28 @@ std::set<std::string> symbol_problems(const std::string& lab_number, const Varia
   for (const NmSymbol& s : parse_nm(nm_of(reference.exe))) {
     if (s.defined() && s.global() && !s.weak() && !reference_defined.count(s.name)) rules.grader_strong.insert(s.name);
   }
+  // What the reference's objects have of what nm cannot show, by file: kernel entries and
+  // functions run before main or at exit (one per file that has namespace-scope constructors;
+  // nvcc's registration of the kernels is one in every .cu object).
+  std::set<std::string> reference_entries;
+  std::map<std::string, int> reference_startup;
+  for (const std::string& obj : reference.objects) {
+    for (const std::string& e : kernel_entries(objdump_of(obj, true))) reference_entries.insert(e.substr(0, e.find(' ')));
+    reference_startup[fs::path(obj).filename().string()] = startup_entries(tool_output({"objdump", "-h", obj}, obj));
+  }
   std::set<std::string> problems;
   for (const std::string& obj : learner.objects) {
+    const std::string file = fs::path(obj).filename().string();
+    for (const std::string& e : kernel_entries(objdump_of(obj, true))) {
+      if (reference_entries.count(e.substr(0, e.find(' ')))) continue;
+      problems.insert("enters the kernel directly (" + e + "): system calls go through the C library, and the process is the grader's");
+    }
+    const int startup = startup_entries(tool_output({"objdump", "-h", obj}, obj)), allowed = reference_startup[file];
+    if (startup > allowed) {
+      problems.insert("has code run before main or at exit in " + fs::path(obj).stem().string() + " (" + std::to_string(startup) +
+                      " start-up functions, the reference's " + std::to_string(allowed) +
+                      "): a namespace-scope object with a constructor; make a table constexpr, or build it inside the function that uses it");
+    }
     const bool cuda_object = obj.size() > 5 && obj.compare(obj.size() - 5, 5, ".cu.o") == 0;
     const fs::path source = source_dir / fs::path(obj).stem();  // hgemm.cu.o → hgemm.cu
     std::optional<std::vector<ObjectFunction>> functions;  // disassembled only when a call needs judging

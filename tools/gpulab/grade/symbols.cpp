@@ -2,6 +2,7 @@
 /// @brief The learner's symbols, confined to its lab (see symbols.hpp).
 #include "grade/symbols.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <regex>
 #include <sstream>
@@ -100,6 +101,11 @@ const std::set<std::string>& forbidden_calls() {
 
 std::string symbol_problem(const NmSymbol& s, const SymbolContext& context) {
   const std::string ns = "lab" + context.lab_number + "::";
+  if (!s.known()) return "has a symbol of a type nm calls '" + std::string(1, s.type) + "', which the grader does not know (" + short_name(s.name) + ")";
+  if (s.type == 'i') {
+    return "defines " + short_name(s.name) + " as a GNU indirect function (ifunc), whose resolver the loader runs before main: " +
+           "write a plain function";
+  }
   if (s.type == 'U') {
     const std::string q = qualified_name(s.name);
     if (forbidden_calls().count(q) && !context.reference_calls.count(s.name)) {
@@ -117,6 +123,45 @@ std::string symbol_problem(const NmSymbol& s, const SymbolContext& context) {
   }
   return "defines " + short_name(s.name) + " outside " + ns + ": put it inside namespace lab" + context.lab_number +
          " (or make it static)";
+}
+
+std::vector<std::string> kernel_entries(const std::string& objdump_d_output) {
+  static const std::regex header(R"(^[0-9a-f]+ <(.+)>:$)"), entry(R"(^\s+[0-9a-f]+:\t(syscall|sysenter|int\s+\$0x80|svc\s+#?0x0|svc\s+#0)\b.*$)");
+  std::vector<std::string> found;
+  std::string function = "?";
+  std::istringstream in(objdump_d_output);
+  std::smatch m;
+  for (std::string line; std::getline(in, line);) {
+    if (std::regex_match(line, m, header)) {
+      function = m[1].str();
+    } else if (std::regex_match(line, m, entry)) {
+      std::string what;  // "int    $0x80" → "int $0x80"
+      for (const char c : m[1].str()) {
+        if (c != ' ' && c != '\t') what += c;
+        else if (what.back() != ' ') what += ' ';
+      }
+      const std::string text = what + " in " + short_name(function);
+      if (std::find(found.begin(), found.end(), text) == found.end()) found.push_back(text);
+    }
+  }
+  return found;
+}
+
+int startup_entries(const std::string& objdump_h_output) {
+  // "  5 .init_array   00000008  0000000000000000  ..." (a priority makes it .init_array.00101).
+  int entries = 0;
+  std::istringstream in(objdump_h_output);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string index, name, size;
+    if (!(fields >> index >> name >> size)) continue;
+    bool runs = false;
+    for (const char* section : {".init_array", ".preinit_array", ".fini_array", ".ctors", ".dtors"}) {
+      runs = runs || name == section || starts_with(name, std::string(section) + ".");
+    }
+    if (runs) entries += static_cast<int>(std::stoul(size, nullptr, 16) / 8);
+  }
+  return entries;
 }
 
 std::vector<ObjectFunction> parse_objdump(const std::string& objdump_output) {

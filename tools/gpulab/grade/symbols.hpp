@@ -17,7 +17,11 @@
 /// the call in the object is inside a host stub nvcc wrote for a `__device__` function (cudafe++
 /// gives each such function the host body `{ int volatile ___ = 1; ::exit(___); }`, so a skeleton
 /// with an empty `__device__` helper "calls exit" without a line of host code saying so). The
-/// rules judge the learner's code, not what the compiler emits around it.
+/// rules judge the learner's code, not what the compiler emits around it. Beyond what nm shows,
+/// the learner's objects may not enter the kernel directly (a syscall instruction needs no symbol),
+/// define GNU indirect functions (ifuncs: the loader runs their resolvers before main), or have
+/// more functions run before main or at exit (namespace-scope objects with constructors) than
+/// the reference's object of the same file.
 #pragma once
 
 #include <set>
@@ -26,12 +30,16 @@
 
 namespace gpulab::cli {
 
-/// One line of `nm -C`.
+/// One line of `nm -C`. Every type letter GNU nm prints is named here, and a rule treats each
+/// explicitly: an unknown letter is a problem, never a pass (symbol_problem).
 struct NmSymbol {
-  char type = ' ';   ///< T, D, B, R, W, V, U, u, t, ...
+  char type = ' ';   ///< T, D, B, R, W, V, U, u, t, i, ...
   std::string name;  ///< demangled
+  bool known() const { return std::string("AaBbCcDdGgIiNnpRrSsTtUuVvWw-?").find(type) != std::string::npos; }
   bool defined() const { return type != 'U' && type != 'w' && type != 'v'; }
-  bool global() const { return type == 'u' || (type >= 'A' && type <= 'Z'); }
+  /// Upper case, 'u' (a unique global) and 'i' (a GNU indirect function, global or not: nm prints
+  /// both as 'i', and either replaces a name at load time).
+  bool global() const { return type == 'u' || type == 'i' || (type >= 'A' && type <= 'Z'); }
   bool weak() const { return type == 'W' || type == 'V' || type == 'u'; }
 };
 
@@ -58,6 +66,15 @@ std::string symbol_problem(const NmSymbol& s, const SymbolContext& context);
 
 /// The process-control, loader and environment calls the rules forbid (exit, fork, dlopen, ...).
 const std::set<std::string>& forbidden_calls();
+
+/// The instructions in `objdump -d` output that enter the kernel directly, skipping the C
+/// library and every symbol nm could show (x86-64 syscall, sysenter, int $0x80; AArch64 svc),
+/// one line each with the function they are in: "syscall in lab01::f()".
+std::vector<std::string> kernel_entries(const std::string& objdump_d_output);
+
+/// How many functions an object has the loader run before main or at exit: the entries of its
+/// .init_array, .preinit_array, .ctors, .fini_array and .dtors sections (`objdump -h`, 8 bytes each).
+int startup_entries(const std::string& objdump_h_output);
 
 /// One function of an object's disassembly (`objdump -d -r -C --no-show-raw-insn`).
 struct ObjectFunction {
