@@ -603,6 +603,11 @@ Outcome pipelined(Communicator& comm, const Shape& shape, const std::vector<std:
     for (std::size_t l = c.first; l < c.last; ++l) out.largest_message = std::max(out.largest_message, 4 * shape.micro_batch * std::max(in_width(shape, l), out_width(shape, l)));
   }
   model.zero_grad();  // every gradient allocated before the step, so that the peak is the step's own
+  // What a previous step left: the step zeroes its gradients itself (pipeline.hpp), so stale ones
+  // must not reach this step's update (from zeroed ones a step that forgot would look right).
+  for (nn::Parameter* prm : model.parameters()) {
+    if (!prm->frozen) prm->grad.fill(0.25f);
+  }
   std::vector<nn::Tensor> inputs;
   std::vector<std::vector<int>> labels;
   micro_batches(shape, m, inputs, labels, mode.device);
