@@ -101,6 +101,26 @@ TEST_CASE("kernel entries and start-up functions are read from the disassembly a
       " 16 .init_array_lookalike 00000100  0000000000000000  0000000000000000  00019b80  2**3\n";
   CHECK(startup_entries(sections) == 3);
   CHECK(startup_entries("") == 0);
+  // g++ 12's initializer for a file that includes <iostream>: the header's, not the learner's;
+  // the same with a constructor of the learner's merged into it is the learner's.
+  const std::string iostream_only =
+      "0000000000000000 <_GLOBAL__sub_I__ZN5lab071fEi>:\n"
+      "   1:\tlea    0x0(%rip),%rbx        # 8 <_GLOBAL__sub_I__ZN5lab071fEi+0x8>\n"
+      "\t\t\t4: R_X86_64_PC32\t.bss-0x4\n"
+      "   b:\tcall   10 <_GLOBAL__sub_I__ZN5lab071fEi+0x10>\n"
+      "\t\t\tc: R_X86_64_PLT32\tstd::ios_base::Init::Init()-0x4\n"
+      "  10:\tmov    0x0(%rip),%rdi        # 17 <_GLOBAL__sub_I__ZN5lab071fEi+0x17>\n"
+      "\t\t\t13: R_X86_64_REX_GOTPCRELX\tstd::ios_base::Init::~Init()-0x4\n"
+      "  1b:\tlea    0x0(%rip),%rdx        # 22 <_GLOBAL__sub_I__ZN5lab071fEi+0x22>\n"
+      "\t\t\t1e: R_X86_64_PC32\t__dso_handle-0x4\n"
+      "  22:\tjmp    27 <_GLOBAL__sub_I__ZN5lab071fEi+0x27>\n"
+      "\t\t\t23: R_X86_64_PLT32\t__cxa_atexit-0x4\n";
+  const std::vector<ObjectFunction> header = parse_objdump(iostream_only);
+  REQUIRE(header.size() == 1);
+  CHECK(iostream_initializer_only(header[0]));
+  const std::vector<ObjectFunction> mixed = parse_objdump(iostream_only + "\t\t\t30: R_X86_64_PLT32\treadlink-0x4\n");
+  REQUIRE(mixed.size() == 1);
+  CHECK_FALSE(iostream_initializer_only(mixed[0]));
 }
 
 TEST_CASE("a call of exit only in nvcc's host stubs of __device__ functions is the compiler's and any other is the learner's", "[cpu]") {

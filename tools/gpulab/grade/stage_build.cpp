@@ -75,6 +75,13 @@ std::string objdump_of(const std::string& object, bool code) {
                      object);
 }
 
+/// The functions @p object has run before main or at exit, less <iostream>'s initializer.
+int own_startup_entries(const std::string& object) {
+  int entries = startup_entries(tool_output({"objdump", "-h", object}, object));
+  for (const ObjectFunction& f : parse_objdump(objdump_of(object, true))) entries -= iostream_initializer_only(f) ? 1 : 0;
+  return entries;
+}
+
 /// Library code the lab forbids, in the learner's objects.
 void check_forbidden(const GradeInputs& in, Scorecard& card) {
   const ForbiddenSymbols& rules = in.lab.forbidden;
@@ -119,7 +126,7 @@ std::set<std::string> symbol_problems(const std::string& lab_number, const Varia
   std::map<std::string, int> reference_startup;
   for (const std::string& obj : reference.objects) {
     for (const std::string& e : kernel_entries(objdump_of(obj, true))) reference_entries.insert(e.substr(0, e.find(' ')));
-    reference_startup[fs::path(obj).filename().string()] = startup_entries(tool_output({"objdump", "-h", obj}, obj));
+    reference_startup[fs::path(obj).filename().string()] = own_startup_entries(obj);
   }
   std::set<std::string> problems;
   for (const std::string& obj : learner.objects) {
@@ -128,7 +135,7 @@ std::set<std::string> symbol_problems(const std::string& lab_number, const Varia
       if (reference_entries.count(e.substr(0, e.find(' ')))) continue;
       problems.insert("enters the kernel directly (" + e + "): system calls go through the C library, and the process is the grader's");
     }
-    const int startup = startup_entries(tool_output({"objdump", "-h", obj}, obj)), allowed = reference_startup[file];
+    const int startup = own_startup_entries(obj), allowed = reference_startup[file];
     if (startup > allowed) {
       problems.insert("has code run before main or at exit in " + fs::path(obj).stem().string() + " (" + std::to_string(startup) +
                       " start-up functions, the reference's " + std::to_string(allowed) +

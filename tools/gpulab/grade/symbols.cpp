@@ -164,6 +164,16 @@ int startup_entries(const std::string& objdump_h_output) {
   return entries;
 }
 
+bool iostream_initializer_only(const ObjectFunction& f) {
+  if (!starts_with(f.name, "_GLOBAL__sub_I")) return false;
+  static const std::set<std::string> allowed = {"std::ios_base::Init::Init()", "std::ios_base::Init::~Init()", "__cxa_atexit", "__dso_handle", ".bss"};
+  if (f.references.empty() || !f.references.count("std::ios_base::Init::Init()")) return false;
+  for (const std::string& r : f.references) {
+    if (!allowed.count(r)) return false;
+  }
+  return true;
+}
+
 std::vector<ObjectFunction> parse_objdump(const std::string& objdump_output) {
   // "0000000000000510 <lab04::f(int)>:" starts a function; "     4f0:\tsub    $0x18,%rsp" is an
   // instruction; "\t\t\t501: R_X86_64_PLT32\texit-0x4" a relocation inside the one before.

@@ -76,6 +76,11 @@ std::vector<std::string> kernel_entries(const std::string& objdump_d_output);
 /// .init_array, .preinit_array, .ctors, .fini_array and .dtors sections (`objdump -h`, 8 bytes each).
 int startup_entries(const std::string& objdump_h_output);
 
+struct ObjectFunction;
+/// Whether @p f is a start-up function that only constructs <iostream>'s std::ios_base::Init (g++
+/// before 13 gives every file that includes <iostream> one): the header's, not the learner's.
+bool iostream_initializer_only(const ObjectFunction& f);
+
 /// One function of an object's disassembly (`objdump -d -r -C --no-show-raw-insn`).
 struct ObjectFunction {
   std::string name;                   ///< demangled
