@@ -2,6 +2,9 @@
 /// @brief JSON-lines records shared by tests and the grader.
 #include "gpulab/report.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 
@@ -30,12 +33,23 @@ nlohmann::json record(nlohmann::json rec) {
   if (!rec.contains("case")) rec["case"] = case_slot();
   if (rank_slot() >= 0) rec["rank"] = rank_slot();
   record_slot().push_back(rec);
+  // Non-finite numbers are not JSON; dump() writes them as null, which the grader treats as
+  // "not a number" and fails.
+  if (const char* fd_text = std::getenv("GPULAB_REPORT_FD"); fd_text != nullptr && *fd_text != '\0') {
+    const std::string line = rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    const int fd = std::atoi(fd_text);
+    for (std::size_t at = 0; at < line.size();) {
+      const ssize_t n = write(fd, line.data() + at, line.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // the grader finds the record missing
+      at += static_cast<std::size_t>(n);
+    }
+    return rec;
+  }
   if (const char* path = std::getenv("GPULAB_REPORT"); path != nullptr && *path != '\0') {
     const std::string file =
         rank_slot() >= 0 ? std::string(path) + ".rank" + std::to_string(rank_slot()) : std::string(path);
     std::ofstream out(file, std::ios::app);
-    // Non-finite numbers are not JSON; dump() writes them as null, which the grader treats as
-    // "not a number" and fails.
     out << rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   }
   return rec;

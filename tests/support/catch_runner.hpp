@@ -15,7 +15,9 @@
 /// and failed, and GPULAB_RUN_TOKEN (which the grader sets afresh for each process); a skipped
 /// case ([gpu] without a device, [cluster] without root) gets one with "skipped" and the reason. The grader counts a case
 /// only from that record: a process that exits before it (an exit() in the learner's code, a
-/// crash, a hang) has not passed, whatever its exit code.
+/// crash, a hang) has not passed, whatever its exit code. Then one "end" record: anything
+/// recorded after it (a static destructor, an exit handler) fails the run. Under the grader the
+/// records go to gpulab-launch through a descriptor (tools/gpulab/launch/README.md).
 #pragma once
 
 #include <string>

@@ -41,6 +41,7 @@ Command grade_command(CLI::App& app, const cli::Paths& paths) {
   cmd->add_option("--rounds", o.rounds, "performance: " + cli::describe_rules(cli::VerdictRules{}))->check(CLI::Range(1, 50));
   cmd->add_option("--max-rounds", o.max_rounds, "performance: at most this many rounds")->check(CLI::Range(1, 100));
   cmd->add_option("--timeout", o.timeout_s, "seconds per test case (default: the lab's limit)");
+  cmd->add_flag("--no-sandbox{false}", o.sandbox, "run the code under test outside bubblewrap and the seccomp filter (the scorecard and its JSON say so)");
   cmd->add_flag("--plot", plot, "also write SVG charts (ladder, roofline) next to the logs, build/grade/NN/");
   cmd->add_flag("--sanitize", o.sanitize, "also run the GPU cases, small, under compute-sanitizer (memcheck, racecheck, synccheck, initcheck)");
   cmd->add_flag("--profile", o.profile, "also run the lab's fused kernels once under Nsight Compute: kernels per NVTX range, bytes moved against the minimum");

@@ -2,9 +2,11 @@
 /// @brief Structured records from tests to the grader: one JSON object per line. Host-only.
 ///
 /// A test writes what it found (a comparison's numbers, a measured bandwidth) with `record()`.
-/// When GPULAB_REPORT names a file the records are appended there (the grader sets it for each
-/// test process and reads the file back); otherwise they are only kept in memory. Each record
-/// carries the name of the test case that was running.
+/// Under the grader, GPULAB_REPORT_FD names a descriptor (a pipe that gpulab-launch, the test
+/// process's parent, reads): each record is written there as one line, in order, and nothing
+/// written can be taken back. Elsewhere, when GPULAB_REPORT names a file the records are appended
+/// there; otherwise they are only kept in memory. Each record carries the name of the test case
+/// that was running.
 #pragma once
 
 #include <string>
@@ -19,8 +21,8 @@ void set_current_case(const std::string& name);
 /// The running test case's name, or "" outside one.
 const std::string& current_case();
 
-/// In a distributed test: this process is rank @p rank. Records then carry "rank" and go to
-/// GPULAB_REPORT + ".rank<r>", one file per rank (so concurrent writers never interleave).
+/// In a distributed test: this process is rank @p rank. Records then carry "rank" and, to a file,
+/// go to GPULAB_REPORT + ".rank<r>", one file per rank (so concurrent writers never interleave).
 void set_rank(int rank);
 
 /// Appends @p record (an object) with "case" set; returns what was written.

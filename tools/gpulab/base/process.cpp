@@ -116,28 +116,57 @@ std::string ProcessResult::describe() const {
   return "exit " + std::to_string(exit_code);
 }
 
-bool sandbox_available() {
-  static const bool available = [] {
-    if (geteuid() != 0) return false;
+const std::string& sandbox_missing() {
+  static const std::string why = [] {
     ProcessOptions o;
     o.timeout_s = 20;
-    return run_process({"unshare", "--mount", "--propagation", "private", "true"}, o).exited(0);
+    const ProcessResult r = run_process({"bwrap", "--version"}, o);
+    if (r.failed_to_start || r.exit_code == 127) return std::string("bubblewrap (bwrap) is not installed (apt-get install bubblewrap)");
+    Sandbox probe;
+    const ProcessResult inside = run_process(sandboxed_argv({"true"}, probe), o);
+    if (inside.exited(0)) return std::string();
+    std::string out = inside.output;
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return "bwrap cannot make its namespaces here (" + inside.describe() + (out.empty() ? "" : ": " + out) + ")";
   }();
-  return available;
+  return why;
 }
 
-namespace {
-/// @p argv run in a mount namespace of its own where each of @p paths is bound read-only.
-std::vector<std::string> sandboxed(const std::vector<std::string>& argv, const std::vector<std::string>& paths) {
-  std::string script;
-  for (std::size_t i = 0; i < paths.size(); ++i) script += "mount --bind -o ro \"${" + std::to_string(i + 1) + "}\" \"${" + std::to_string(i + 1) + "}\" && ";  // ${10}: $10 is $1 then 0
-  script += "shift " + std::to_string(paths.size()) + " && exec \"$@\"";
-  std::vector<std::string> out = {"unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh"};
-  out.insert(out.end(), paths.begin(), paths.end());
+std::vector<std::string> sandboxed_argv(const std::vector<std::string>& argv, const Sandbox& box) {
+  std::vector<std::string> out = {"bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"};
+  if (!box.network) out.push_back("--unshare-net");
+  out.insert(out.end(), {"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"});
+  // A GPU's device nodes (none on a machine without one).
+  if (DIR* dev = opendir("/dev")) {
+    while (dirent* e = readdir(dev)) {
+      if (std::strncmp(e->d_name, "nvidia", 6) == 0) out.insert(out.end(), {"--dev-bind", std::string("/dev/") + e->d_name, std::string("/dev/") + e->d_name});
+    }
+    closedir(dev);
+  }
+  for (const std::string& p : box.keep) {
+    if (fs::exists(p)) out.insert(out.end(), {"--ro-bind", p, p});
+  }
+  for (const std::string& p : box.hide) {
+    if (fs::is_directory(p)) {
+      out.insert(out.end(), {"--tmpfs", p});
+    } else if (fs::exists(p)) {
+      out.insert(out.end(), {"--ro-bind", "/dev/null", p});
+    }
+  }
+  for (const std::string& p : box.show) {
+    if (fs::exists(p)) out.insert(out.end(), {"--ro-bind", p, p});
+  }
+  for (const std::string& p : box.writable) {
+    if (fs::exists(p)) out.insert(out.end(), {"--bind", p, p});
+  }
+  // The hidden folders stay empty: read-only, once what is shown inside them is in place.
+  for (const std::string& p : box.hide) {
+    if (fs::is_directory(p)) out.insert(out.end(), {"--remount-ro", p});
+  }
+  out.insert(out.end(), {"--setenv", "TMPDIR", "/tmp", "--"});
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
 }
-}  // namespace
 
 namespace {
 
@@ -180,11 +209,7 @@ void stop_group(pid_t pid, int& status) {
 
 ProcessResult run_process(const std::vector<std::string>& plain_argv, const ProcessOptions& options) {
   if (g_interrupt != 0) throw Interrupted(g_interrupt);
-  std::vector<std::string> existing;
-  for (const std::string& p : options.read_only) {
-    if (fs::exists(p)) existing.push_back(p);
-  }
-  const std::vector<std::string> argv = existing.empty() || !sandbox_available() ? plain_argv : sandboxed(plain_argv, existing);
+  const std::vector<std::string> argv = options.sandbox != nullptr ? sandboxed_argv(plain_argv, *options.sandbox) : plain_argv;
   ProcessResult result;
   // Orphans of the command (processes whose parent died) are re-parented to us rather than to
   // init, so kill_all_descendants() can still find them.

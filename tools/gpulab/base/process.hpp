@@ -24,13 +24,23 @@ struct ProcessResult {
   std::string describe() const;
 };
 
+/// What a sandboxed command sees (bubblewrap): the whole file system read-only, a private /tmp and
+/// /dev/shm, its own process tree (pid namespace) and, unless @p network, a network of its own
+/// with only loopback; then, in this order, @p keep bound back (a tree under /tmp), @p hide made
+/// empty and read-only (folders) or /dev/null (files), @p show bound read-only again (a file inside a hidden
+/// folder), @p writable bound read-write.
+struct Sandbox {
+  std::vector<std::string> keep, hide, show, writable;
+  bool network = false;
+};
+
 struct ProcessOptions {
   double timeout_s = 60.0;                      ///< ≤ 0: no limit
   std::map<std::string, std::string> env;       ///< added to (and overriding) the environment
   std::string cwd;                              ///< "" = the current directory
   bool echo = false;                            ///< also copy the output to our stdout, live
   std::function<void(const std::string&)> on_output;  ///< called with each piece of output as it comes
-  std::vector<std::string> read_only;           ///< paths the command may not change (a mount namespace; see sandbox_available)
+  const Sandbox* sandbox = nullptr;             ///< run inside it (see sandbox_missing); nullptr: as it is
   std::size_t keep_bytes = 1 << 20;
 };
 
@@ -39,8 +49,13 @@ struct ProcessOptions {
 /// command and everything below it were killed and reaped first.
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options = {});
 
-/// Whether commands can run with read-only paths here: as root, where `unshare --mount` works.
-bool sandbox_available();
+/// Why commands cannot be sandboxed here ("" when they can): bubblewrap (bwrap) missing, or
+/// unable to make its namespaces (no user namespaces and not root).
+const std::string& sandbox_missing();
+inline bool sandbox_available() { return sandbox_missing().empty(); }
+
+/// @p argv inside @p box: the bwrap command line.
+std::vector<std::string> sandboxed_argv(const std::vector<std::string>& argv, const Sandbox& box);
 
 /// The grader was told to stop (Ctrl-C, a kill, a closed terminal).
 struct Interrupted : std::runtime_error {

@@ -81,20 +81,166 @@ std::vector<std::string> failure_lines(const Findings& f) {
 
 }  // namespace
 
+namespace {
+
+constexpr char kFrameMarker[] = "@@gpulab-frame ";
+
+/// Counts frame markers in a stream that arrives in pieces (a marker may straddle two).
+struct MarkerCount {
+  std::string tail;
+  int count = 0;
+  void add(const std::string& piece) {
+    const std::string text = tail + piece;
+    for (std::size_t at = text.find(kFrameMarker); at != std::string::npos; at = text.find(kFrameMarker, at + 1)) ++count;
+    const std::size_t keep = sizeof kFrameMarker - 2;
+    tail = text.size() > keep ? text.substr(text.size() - keep) : text;
+  }
+};
+
+/// FNV-1a, 64 bits, as gpulab-launch computes it.
+std::uint64_t fnv1a(const std::string& text) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+/// The frames in one process's stream; @p rest gets the stream without them (each shortened to
+/// a note); damage and anything printed after the last frame go to @p problems.
+std::vector<nlohmann::json> frames_in(const std::string& stream, const std::string& who, std::string& rest, std::vector<std::string>& problems) {
+  std::vector<nlohmann::json> frames;
+  std::size_t copied = 0, after_last = std::string::npos;
+  for (std::size_t at = stream.find(kFrameMarker); at != std::string::npos; at = stream.find(kFrameMarker, at + 1)) {
+    rest += stream.substr(copied, at - copied);
+    copied = at;
+    std::size_t length = 0;
+    unsigned long long sum = 0;
+    int used = 0;
+    const std::size_t head = at + sizeof kFrameMarker - 1;
+    if (std::sscanf(stream.c_str() + head, "%zu %16llx %n", &length, &sum, &used) != 2 || used == 0 || head + used + length > stream.size()) {
+      problems.push_back("a damaged frame of records from " + who + ": something in the code under test printed over gpulab-launch's report");
+      continue;
+    }
+    const std::string body = stream.substr(head + static_cast<std::size_t>(used), length);
+    auto parsed = nlohmann::json::parse(body, nullptr, false);
+    if (fnv1a(body) != sum || parsed.is_discarded() || !parsed.is_object()) {
+      problems.push_back("a damaged frame of records from " + who + ": something in the code under test printed over gpulab-launch's report");
+      continue;
+    }
+    frames.push_back(std::move(parsed));
+    copied = head + static_cast<std::size_t>(used) + length;
+    after_last = copied;
+    rest += "[gpulab-launch: its report on this process, " + std::to_string(length) + " bytes]";
+    at = copied - 1;
+  }
+  rest += stream.substr(copied);
+  if (after_last != std::string::npos && stream.find_first_not_of(" \n\r", after_last) != std::string::npos) {
+    problems.push_back("output from " + who + " after gpulab-launch's report, which is written once the process and all it started have ended: not the launcher's");
+  }
+  return frames;
+}
+
+/// Each rank's output in mpirun's --tag-output stream: "[job,rank]<stdout>:" starts each line a
+/// rank wrote (and each piece of one), and the piece runs to the end of its line; untagged lines
+/// are mpirun's own words, which go to @p own.
+struct RankStreams {
+  std::map<int, std::string> out, err;
+};
+RankStreams rank_streams(const std::string& output, std::string& own) {
+  static const std::regex tag(R"(\[\d+,(\d+)\]<std(out|err|diag)>:)");
+  RankStreams streams;
+  std::size_t at = 0;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), tag); it != std::sregex_iterator(); ++it) {
+    const std::size_t start = static_cast<std::size_t>(it->position());
+    if (start < at) continue;  // inside a piece already taken
+    own += output.substr(at, start - at);
+    const std::size_t body = start + static_cast<std::size_t>(it->length());
+    std::size_t end = output.find('\n', body);
+    end = end == std::string::npos ? output.size() : end + 1;
+    // A piece without its newline ends where the next tag begins.
+    auto next = it;
+    if (++next != std::sregex_iterator() && static_cast<std::size_t>(next->position()) < end) end = static_cast<std::size_t>(next->position());
+    ((*it)[2].str() == "out" ? streams.out : streams.err)[std::stoi((*it)[1].str())] += output.substr(body, end - body);
+    at = end;
+  }
+  own += output.substr(std::min(at, output.size()));
+  return streams;
+}
+
+/// What the frames say about a run: its records, and the launcher's findings as problems.
+void read_frames(CaseRun& run, const std::vector<std::pair<std::string, nlohmann::json>>& frames, int markers) {
+  const int expected = std::max(1, run.ranks);
+  if (!run.process.timed_out && (markers > expected || static_cast<int>(frames.size()) > expected)) {
+    run.problems.push_back("more reports than processes (" + std::to_string(std::max<int>(markers, static_cast<int>(frames.size()))) + " for " +
+                           std::to_string(expected) + "): something other than gpulab-launch printed one — tampering");
+  }
+  for (const auto& [who, frame] : frames) {
+    // The records, in the order the runner wrote them; the runner's "end" record is its last word.
+    std::istringstream lines(frame.value("records", ""));
+    bool ended = false;
+    int after_end = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.empty()) continue;
+      auto rec = nlohmann::json::parse(line, nullptr, false);
+      if (rec.is_discarded()) rec = nlohmann::json{{"parse_error", line}};
+      if (ended) ++after_end;
+      if (rec.is_object() && rec.value("kind", "") == "end" && rec.value("token", "") == run.token) ended = true;
+      run.records.push_back(std::move(rec));
+    }
+    if (after_end > 0) {
+      run.problems.push_back(who + " wrote " + std::to_string(after_end) +
+                             " record(s) after the test runner's last one (from a static destructor or an exit handler, once every case had ended): "
+                             "records after the end are never evidence — tampering");
+    }
+    if (frame.value("records_cut", false)) run.problems.push_back(who + " wrote more than 64 MiB of records; the rest was cut");
+    for (const auto& r : frame.value("refused", nlohmann::json::array())) {
+      run.problems.push_back(who + " tried to run another program (" + r.value("call", "execve") + " \"" + r.value("path", "?") +
+                             "\"), which the sandbox refused: a test process runs its own code only");
+    }
+    if (const int left = frame.value("leftovers", 0); left > 0) {
+      run.problems.push_back(who + " left " + std::to_string(left) + " process(es) running after it ended (killed by gpulab-launch)");
+    }
+    if (frame.contains("limit")) run.problems.push_back(who + " " + frame.value("limit", "") + ": stopped by the sandbox's limit");
+    if (!frame.value("seccomp", false) && run.seccomp_note.empty()) run.seccomp_note = frame.value("seccomp_note", "no seccomp filter");
+  }
+}
+
+}  // namespace
+
 CaseRun run_case(const RunSpec& spec) {
   const fs::path report = spec.log_dir / (spec.stem + ".jsonl");
   ProcessOptions o;
   o.timeout_s = spec.timeout_s;
   o.env = spec.env;
-  o.env["GPULAB_REPORT"] = report.string();
   o.env["GPULAB_SEED"] = std::to_string(spec.seed);
   o.env["NVIDIA_TF32_OVERRIDE"] = "0";  // fp32 baselines stay fp32 whatever the caller's environment says
-  o.read_only = spec.read_only;
-  const std::vector<std::string> command = {spec.exe, spec.case_name, "--reporter", "compact", "--durations", "no"};
+  std::vector<std::string> command = {spec.exe, spec.case_name, "--reporter", "compact", "--durations", "no"};
+  const bool framed = spec.confine != nullptr && !spec.confine->launcher.empty();
+  Sandbox box;
+  if (framed) {
+    std::vector<std::string> launch = {spec.confine->launcher.string()};
+    if (!spec.confine->seccomp) launch.push_back("--no-seccomp");
+    // CPU time: every thread of the process counts, so allow several cores' worth of the wall limit.
+    launch.insert(launch.end(), {"--cpu-seconds", std::to_string(static_cast<long>(8 * spec.timeout_s) + 10), "--"});
+    command.insert(command.begin(), launch.begin(), launch.end());
+    if (spec.confine->sandbox) {
+      box = *spec.confine->sandbox;
+      box.show.push_back(spec.exe);
+      box.show.push_back(spec.confine->launcher.string());
+      if (spec.ranks > 0) box.writable.push_back((spec.log_dir / (spec.stem + "-ranks")).string());
+      o.sandbox = &box;
+    }
+  } else {
+    fs::remove(report);
+    o.env["GPULAB_REPORT"] = report.string();
+  }
+  MarkerCount markers;
+  o.on_output = [&markers](const std::string& piece) { markers.add(piece); };
+  o.keep_bytes = 8u << 20;  // the frames are at the end; a flood before them is cut
   CaseRun run;
   run.token = fresh_token();
   run.ranks = spec.ranks;
   o.env["GPULAB_RUN_TOKEN"] = run.token;
+  std::vector<std::pair<std::string, nlohmann::json>> frames;
   if (spec.ranks > 0) {
     const MpiRun m = run_mpi(spec.ranks, spec.log_dir / (spec.stem + "-ranks"), command, o);
     run.process = m.process;
@@ -102,21 +248,86 @@ CaseRun run_case(const RunSpec& spec) {
     if (!m.leftovers.empty()) {
       run.problems.push_back(std::to_string(m.leftovers.size()) + " process(es) of the program were still running afterwards (now killed)");
     }
-    run.process.output = merged_rank_output(m);
-    for (int r = 0; r < spec.ranks; ++r) {
-      const fs::path rank_report = report.string() + ".rank" + std::to_string(r);
-      if (!fs::exists(rank_report)) continue;
-      for (auto& rec : gpulab::report::read_file(rank_report.string())) run.records.push_back(std::move(rec));
+    MpiRun shown = m;
+    if (framed) {
+      std::string own;
+      RankStreams streams = rank_streams(m.process.output, own);
+      shown.process.output = own;
+      for (int r = 0; r < spec.ranks; ++r) {
+        const std::string who = "rank " + std::to_string(r);
+        std::string rest;
+        const std::vector<nlohmann::json> found = frames_in(streams.out[r], who, rest, run.problems);
+        rest += streams.err[r];
+        for (const auto& f : found) frames.emplace_back(who, f);
+        if (found.empty() && !m.process.timed_out) run.problems.push_back("no report from gpulab-launch on " + who + ": its launcher was stopped before the process ended");
+        if (found.size() > 1) run.problems.push_back(std::to_string(found.size()) + " reports for " + who + ": something other than gpulab-launch printed one — tampering");
+        if (static_cast<std::size_t>(r) < shown.rank_output.size()) shown.rank_output[static_cast<std::size_t>(r)] = rest;
+      }
+    } else {
+      for (int r = 0; r < spec.ranks; ++r) {
+        const fs::path rank_report = report.string() + ".rank" + std::to_string(r);
+        if (!fs::exists(rank_report)) continue;
+        for (auto& rec : gpulab::report::read_file(rank_report.string())) run.records.push_back(std::move(rec));
+      }
+    }
+    run.process.output = merged_rank_output(shown);
+    // Each rank's launcher ends with 0 when its rank exited (so that mpirun does not abort the
+    // others and lose their reports): the ranks' own codes are in the reports. The worst wins, as
+    // the test main agrees on it across ranks: a failure, then a skip (77), then a pass.
+    if (framed && run.process.exited(0) && static_cast<int>(frames.size()) == spec.ranks) {
+      int code = 0;
+      for (const auto& [who, f] : frames) {
+        const int mine = f.value("exit", 1);
+        if (mine != 0 && mine != 77) code = code == 0 || code == 77 ? mine : code;
+        if (mine == 77 && code == 0) code = 77;
+      }
+      run.process.exit_code = code;
     }
   } else {
     run.process = run_process(command, o);
-    if (fs::exists(report)) run.records = gpulab::report::read_file(report.string());
+    if (framed) {
+      std::string rest;
+      const std::vector<nlohmann::json> found = frames_in(run.process.output, "the test process", rest, run.problems);
+      for (const auto& f : found) frames.emplace_back("the test process", f);
+      run.process.output = rest;
+      if (found.empty() && !run.process.timed_out && !run.process.failed_to_start) {
+        run.problems.push_back("no report from gpulab-launch: it was stopped before the test process ended (" + run.process.describe() + ")");
+      }
+      if (!found.empty()) {
+        // How the program ended, as its parent saw it (bwrap turns a signal into an exit code).
+        const nlohmann::json& last = found.back();
+        if (last.contains("signal")) {
+          run.process.signal = last.value("signal", 0);
+          run.process.exit_code = -1;
+        } else if (last.contains("exit")) {
+          run.process.signal = 0;
+          run.process.exit_code = last.value("exit", -1);
+        }
+      }
+    } else if (fs::exists(report)) {
+      run.records = gpulab::report::read_file(report.string());
+    }
   }
+  if (framed) read_frames(run, frames, markers.count);
   write_text(spec.log_dir / (spec.stem + ".log"), run.process.output);
   static const std::regex skipped(R"(gpulab: SKIPPED \d+ \[gpu\] case\(s\): (.*))");
   std::smatch m;
   if (std::regex_search(run.process.output, m, skipped)) run.skip_reason = m[1].str();
   return run;
+}
+
+nlohmann::json Confinement::to_json() const {
+  nlohmann::json j = {{"sandboxed", sandbox.has_value()}, {"seccomp", seccomp}};
+  if (!sandbox) j["not_sandboxed"] = not_sandboxed;
+  if (!seccomp) j["no_seccomp"] = no_seccomp;
+  return j;
+}
+
+std::string Confinement::missing() const {
+  std::string line;
+  if (!sandbox) line = "not sandboxed: " + not_sandboxed;
+  if (!seccomp && no_seccomp != not_sandboxed) line += (line.empty() ? "" : "; ") + std::string("execve not refused: ") + no_seccomp;
+  return line;
 }
 
 std::vector<std::string> catch_failures(const std::string& output) {
@@ -241,8 +452,14 @@ Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, co
     // A fault the grader injected (--fault) explains the failure; the lab's hints would blame the code.
     const bool injected = std::any_of(run.problems.begin(), run.problems.end(),
                                       [](const std::string& line) { return line.rfind("fault injected", 0) == 0; });
-    hints.insert(injected ? std::string("the grader injected this fault (--fault): how a run fails when a rank or a link is lost, not a fault in your code")
-                          : p.timed_out ? lab.timeout_hint : lab.crash_hint);
+    const bool confined = std::any_of(run.problems.begin(), run.problems.end(), [](const std::string& line) {
+      return line.find("tampering") != std::string::npos || line.find("sandbox") != std::string::npos;
+    });
+    hints.insert(injected   ? std::string("the grader injected this fault (--fault): how a run fails when a rank or a link is lost, not a fault in your code")
+                 : confined ? std::string("each test process runs under gpulab-launch, in a sandbox: it runs no other program, writes no record after the "
+                                          "test runner's last and prints no launcher report (README.md, \"The grader\")")
+                 : p.timed_out ? lab.timeout_hint
+                               : lab.crash_hint);
   } else if (p.timed_out) {
     check.details.insert(check.details.begin(), "did not finish within " + fixed0(context.timeout_s) + " s; the process was killed");
     hints.insert(lab.timeout_hint);

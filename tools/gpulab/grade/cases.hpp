@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,21 @@
 
 namespace gpulab::cli {
 
+/// Where the code under test runs: under gpulab-launch (tools/gpulab/launch/README.md), whose
+/// frames carry its records, and inside bubblewrap where it can.
+struct Confinement {
+  fs::path launcher;               ///< gpulab-launch
+  std::optional<Sandbox> sandbox;  ///< none: not sandboxed, and `not_sandboxed` says why
+  std::string not_sandboxed;
+  bool seccomp = true;             ///< the launcher's seccomp filter (off with --no-sandbox)
+  std::string no_seccomp;          ///< why there is none ("" when there is)
+
+  /// For the scorecard's JSON: {"sandboxed", "seccomp", "not_sandboxed", "no_seccomp"}.
+  nlohmann::json to_json() const;
+  /// The scorecard's line when either is missing ("" when both are there).
+  std::string missing() const;
+};
+
 /// What one run of a case left: the process, its records (every rank's), launcher findings.
 struct CaseRun {
   ProcessResult process;
@@ -23,7 +39,8 @@ struct CaseRun {
   int ranks = 0;                      ///< > 0: ran under mpirun on this many ranks
   std::vector<nlohmann::json> records;
   std::string skip_reason;            ///< "no NVIDIA driver ..." when the test main skipped [gpu] cases
-  std::vector<std::string> problems;  ///< launcher findings: a killed rank, an abort, leftovers
+  std::vector<std::string> problems;  ///< launcher findings: a killed rank, an abort, leftovers, a refused execve
+  std::string seccomp_note;           ///< why the launcher had no seccomp filter ("" when it had)
 };
 
 /// How to run a case.
@@ -36,10 +53,12 @@ struct RunSpec {
   fs::path log_dir;               ///< logs and the case's report file go here
   std::string stem;               ///< file name stem for this run's logs ("case-3")
   std::map<std::string, std::string> env;  ///< added to the environment (e.g. GPULAB_SMALL)
-  std::vector<std::string> read_only;      ///< paths the run may not change, where the grader can enforce it
+  const Confinement* confine = nullptr;    ///< nullptr: the program runs as it is, its records in <stem>.jsonl
 };
 
-/// Runs it; writes <stem>.log (all output) and reads <stem>.jsonl (records) in the log folder.
+/// Runs it; writes <stem>.log (all output, each frame shortened to its size). Under a confinement,
+/// the records are the launcher's frames (one per process, from the output stream); otherwise
+/// they are read from <stem>.jsonl in the log folder.
 CaseRun run_case(const RunSpec& spec);
 
 /// What a verdict is measured against, besides the run itself.

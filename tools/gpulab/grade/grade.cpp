@@ -166,11 +166,12 @@ nlohmann::json GradeResult::to_json() const {
   j["sources"] = sources;
   j["seed"] = seed;
   if (!not_run_reason.empty()) j["not_run_reason"] = not_run_reason;
+  if (!confinement.is_null()) j["confinement"] = confinement;
   return j;
 }
 
 GradeResult grade(const Paths& paths, const GradeOptions& options) {
-  GradeResult result{1, "", "", 0, Scorecard(options.quiet), ""};
+  GradeResult result{1, "", "", 0, Scorecard(options.quiet), "", {}};
   result.card.set_verbose(options.verbose);
   const std::optional<LabConfig> lab = find_lab(paths, options.lab);
   if (!lab) {
@@ -220,6 +221,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
           }
         }
         if (!built->gpu_missing.empty()) result.not_run_reason = built->gpu_missing;
+        result.confinement = runs.confinement().to_json();
       }
     }
     stage_integrity(in, before, runs, card);

@@ -48,7 +48,7 @@ struct GradeOptions {
   int nodes = 0;                   ///< distributed labs: > 0 places the ranks across `cluster up --nodes N` (cluster.hpp)
   std::string link_rate;           ///< with nodes: the rate the cluster must have
   std::vector<std::string> faults; ///< with nodes: "link-down:NODE@S" / "kill:RANK@S" injected into every distributed run
-  bool sandbox = true;             ///< run the code under test with the grader's files read-only (as root)
+  bool sandbox = true;             ///< run the code under test in bubblewrap under gpulab-launch's seccomp filter
 };
 
 struct GradeResult {
@@ -58,6 +58,7 @@ struct GradeResult {
   std::uint64_t seed = 0;
   Scorecard card;
   std::string not_run_reason;
+  nlohmann::json confinement;  ///< how the code under test ran: sandboxed, seccomp, and why not (null before any ran)
   const std::vector<Check>& checks() const { return card.checks(); }
   nlohmann::json to_json() const;
 };

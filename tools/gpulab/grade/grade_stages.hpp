@@ -62,14 +62,18 @@ class LearnerRuns {
   void arm(const GradeInputs& in);
   /// After a learner process: false (and a failed integrity check) when it changed the grader's files.
   bool untampered(Scorecard& card);
+  /// After the grader rebuilt one of its own artefacts (the emulator's build), before a learner process ran.
+  void rehash_artefacts() { guard_.rehash_artefacts(); }
   /// The next log's stem ("case-7").
   std::string next_stem() { return "case-" + std::to_string(next_log_++); }
-  /// The grader's files, read-only for learner processes where the sandbox can.
-  const std::vector<std::string>& read_only() const { return read_only_; }
+  /// How the learner's processes run: under gpulab-launch, in a sandbox where the grader's files
+  /// (tests/, solutions/, tools/, common/, the whole build but the program under test) are hidden
+  /// and the rest is read-only.
+  const Confinement& confinement() const { return confine_; }
 
  private:
   TreeGuard guard_;
-  std::vector<std::string> read_only_;
+  Confinement confine_;
   int next_log_ = 0;
 };
 

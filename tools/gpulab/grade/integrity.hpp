@@ -26,6 +26,8 @@ class TreeGuard {
   /// "" when nothing changed since construction; else the first change ("solutions/07-x/ring.cpp
   /// changed"), after putting everything back.
   std::string check_and_repair();
+  /// Hashes the artefacts again: after the grader itself rebuilt one, before any learner process ran since.
+  void rehash_artefacts();
   bool armed() const { return !snapshot_.empty(); }
 
  private:

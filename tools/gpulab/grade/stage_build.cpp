@@ -287,6 +287,16 @@ std::optional<Built> stage_build(const GradeInputs& in, LearnerRuns& runs, Score
   built.profile = ReferenceProfile(in.paths.build / "grade" / "profiles" / (in.lab.number + where + ".json"), file_hash(in.reference().exe));
   built.gpu_missing = device_missing(in.reference().exe);
   runs.arm(in);
+  if (const std::string missing = runs.confinement().missing(); !missing.empty()) {
+    // Said before any learner process runs, and kept in the JSON ("confinement").
+    Check c;
+    c.name = missing;
+    c.kind = Kind::kIntegrity;
+    c.where = Where::kNone;
+    c.status = Status::kInfo;
+    c.details.push_back("the code under test runs with less isolation than a full grade gives it: its verdicts may be forged");
+    card.add(c);
+  }
   return built;
 }
 

@@ -60,7 +60,7 @@ std::optional<std::vector<CaseInfo>> list_cases(const GradeInputs& in, Scorecard
 /// Runs @p c on @p exe (natively, or on the emulator) and judges it.
 Check run_and_judge(const GradeInputs& in, LearnerRuns& runs, const CaseInfo& c, const std::string& exe, int w, bool emulated,
                     const JudgeContext& judge) {
-  RunSpec spec{exe, c.name, w, judge.timeout_s, in.seed, in.log_dir, runs.next_stem(), {}, runs.read_only()};
+  RunSpec spec{exe, c.name, w, judge.timeout_s, in.seed, in.log_dir, runs.next_stem(), {}, &runs.confinement()};
   return emulated ? emulate_case(c, exe, in.lab, spec, judge) : judge_case(c, run_case(spec), in.lab, judge);
 }
 
@@ -143,6 +143,7 @@ std::optional<Correctness> stage_correctness(const GradeInputs& in, Built& built
   const bool emulates = !built.gpu_missing.empty() && in.lab.build.emulated();
   if (emulates && std::any_of(correct.cases.begin(), correct.cases.end(), [](const CaseInfo& c) { return emulable(c); })) {
     prepare_emulator(in, built, card);
+    runs.rehash_artefacts();  // the emulator's builds were brought up to date just now, by the grader
   }
   const std::vector<int> widths = in.widths().empty() ? std::vector<int>{0} : in.widths();
   for (const CaseInfo& c : correct.cases) {

@@ -1,5 +1,6 @@
 /// @file stage_integrity.cpp
 /// @brief The learner's processes under guard (LearnerRuns) and the integrity stage: the grader's files and the learner's trees unchanged by grading.
+#include "grade/build.hpp"
 #include "grade/grade_stages.hpp"
 
 namespace gpulab::cli {
@@ -10,10 +11,46 @@ void LearnerRuns::arm(const GradeInputs& in) {
   if (const Variant* emu_ref = in.lab.build.variant("emu_ref"); emu_ref != nullptr && fs::exists(emu_ref->exe)) artefacts.emplace_back(emu_ref->exe);
   const std::vector<fs::path> documents = {in.paths.state_dir() / "progress.json", in.paths.state_dir() / "hints.json"};
   guard_ = TreeGuard(artefacts, {in.lab.tests, in.lab.solutions}, documents, in.paths.build / "grade" / ("snapshot-" + in.lab.number));
-  if (!in.options.sandbox) return;
-  for (const fs::path& p : artefacts) read_only_.push_back(p.string());
-  for (const fs::path& p : documents) read_only_.push_back(p.string());
-  for (const fs::path& p : {in.lab.tests, in.lab.solutions, in.paths.build / "labinfo"}) read_only_.push_back(p.string());
+  confine_.launcher = in.paths.build / "bin" / "gpulab-launch";
+  if (!fs::exists(confine_.launcher)) (void)build_targets(in.paths, {"gpulab-launch"});
+  if (!fs::exists(confine_.launcher)) {
+    confine_.launcher.clear();
+    confine_.seccomp = false;
+    confine_.not_sandboxed = "gpulab-launch could not be built";
+    return;
+  }
+  ProcessOptions ask;
+  ask.timeout_s = 20;
+  const ProcessResult features = run_process({confine_.launcher.string(), "--features"}, ask);
+  if (features.output.rfind("seccomp", 0) != 0) {
+    confine_.seccomp = false;
+    confine_.no_seccomp = features.output.substr(0, features.output.find('\n'));
+    if (confine_.no_seccomp.rfind("no-seccomp: ", 0) == 0) confine_.no_seccomp.erase(0, 12);
+  }
+  if (!in.options.sandbox) {
+    confine_.not_sandboxed = "--no-sandbox";
+    confine_.seccomp = false;
+    confine_.no_seccomp = "--no-sandbox";
+    return;
+  }
+  if (in.options.nodes > 0) {
+    confine_.not_sandboxed = "the ranks are launched into the cluster's network namespaces (--nodes), which bubblewrap cannot enter";
+    return;
+  }
+  if (!sandbox_available()) {
+    confine_.not_sandboxed = sandbox_missing();
+    return;
+  }
+  // Everything read-only; the grader's sources, the reference's and every other build hidden. The
+  // program under test and the launcher are shown again, one run at a time (run_case).
+  Sandbox box;
+  box.keep = {in.paths.root.string()};  // a tree under /tmp, which the sandbox replaces
+  for (const fs::path& p : {in.paths.root / "tests", in.paths.root / "solutions", in.paths.root / "tools", in.paths.root / "common",
+                            in.paths.root / ".git", in.paths.build}) {
+    box.hide.push_back(p.string());
+  }
+  if (in.sources == Sources::kSubmission) box.hide.push_back(in.compiled_dir.string());
+  confine_.sandbox = box;
 }
 
 bool LearnerRuns::untampered(Scorecard& card) {

@@ -30,16 +30,28 @@ Check profile_range(const GradeInputs& in, LearnerRuns& runs, const std::string&
   check.name = "profile " + spec.range;
   check.kind = Kind::kProfile;
   check.where = Where::kGpu;
-  const fs::path csv = in.log_dir / ("ncu-" + runs.next_stem() + ".csv");
+  // ncu writes its report into a folder of its own, the one it may write in the sandbox.
+  const std::string stem = runs.next_stem();
+  const fs::path folder = in.log_dir / ("ncu-" + stem);
+  fs::create_directories(folder);
+  const fs::path csv = folder / "report.csv";
   ProcessOptions o;
   o.timeout_s = 10 * in.case_timeout();
   o.env = {{"GPULAB_PROFILE", "1"}, {"GPULAB_SEED", std::to_string(in.seed)}};
-  o.read_only = runs.read_only();
+  // ncu starts the program itself, so it runs without gpulab-launch: sandboxed, without the
+  // seccomp filter, its records not read (the verdict is ncu's counters).
+  Sandbox box;
+  if (runs.confinement().sandbox) {
+    box = *runs.confinement().sandbox;
+    box.show.push_back(in.build().exe);
+    box.writable.push_back(folder.string());
+    o.sandbox = &box;
+  }
   const ProcessResult r = run_process({ncu, "--csv", "--page", "raw", "--print-units", "base", "--nvtx", "--nvtx-include", spec.range + "/",
                                        "--metrics", kProfileMetrics, "--log-file", csv.string(), in.build().exe, spec.case_name},
                                       o);
   check.seconds = r.seconds;
-  write_text(in.log_dir / (csv.stem().string() + ".log"), r.output);
+  write_text(in.log_dir / ("ncu-" + stem + ".log"), r.output);
   const std::string ncu_text = fs::exists(csv) ? read_text(csv) : "";
   if (ncu_lacks_permission(r.output + ncu_text)) {
     check.status = Status::kNotRun;

@@ -45,6 +45,13 @@ Check sanitize_with(const GradeInputs& in, const Correctness& correct, LearnerRu
     ProcessOptions o;
     o.timeout_s = 10 * in.case_timeout();
     o.env = {{"GPULAB_SMALL", "1"}, {"GPULAB_SEED", std::to_string(in.seed)}};
+    // compute-sanitizer starts the program itself: sandboxed, without gpulab-launch's filter.
+    Sandbox box;
+    if (runs.confinement().sandbox) {
+      box = *runs.confinement().sandbox;
+      box.show.push_back(in.build().exe);
+      o.sandbox = &box;
+    }
     const ProcessResult r = run_process(
         {sanitizer, "--tool", tool, "--error-exitcode", "86", "--print-limit", "1", in.build().exe, c.name, "--reporter", "compact"}, o);
     check.seconds += r.seconds;

@@ -70,6 +70,14 @@ bool environment_has(int pid, const std::string& entry) {
 int pid_of_rank(const std::string& program, const std::string& marker, int rank) {
   const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
   for (int pid : processes_running(program)) {
+    // The program itself, not gpulab-launch, whose command line names it too.
+    std::string cmdline;
+    try {
+      cmdline = read_text("/proc/" + std::to_string(pid) + "/cmdline");
+    } catch (...) {
+      continue;
+    }
+    if (cmdline.substr(0, cmdline.find('\0')) != program) continue;
     if (environment_has(pid, marker) && environment_has(pid, want)) return pid;
   }
   return 0;
@@ -170,7 +178,10 @@ std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std:
   // receive is posted) holds even where UCX would be chosen for a network card.
   argv.insert(argv.end(), {"--mca", "pml", "ob1"});
   if (geteuid() == 0) argv.push_back("--allow-run-as-root");
-  argv.insert(argv.end(), {"--output-filename", logs.string()});
+  // Each rank's output goes to its own files, and to mpirun's output tagged "[job,rank]<stdout>:"
+  // at each piece: the grader reads each rank's stream from there, in the order it was written
+  // (a file could be rewritten afterwards by another rank; a pipe cannot).
+  argv.insert(argv.end(), {"--output-filename", logs.string(), "--tag-output"});
   argv.insert(argv.end(), command.begin(), command.end());
   return argv;
 }
@@ -220,6 +231,18 @@ std::vector<int> processes_running(const std::string& program) {
   return pids;
 }
 
+namespace {
+std::string launched_program(const std::vector<std::string>& command) {
+  if (command.empty()) return "";
+  // gpulab-launch [options] -- PROGRAM ...: the rank is PROGRAM (the launcher is its parent).
+  if (fs::path(command.front()).filename() == "gpulab-launch") {
+    const auto dashes = std::find(command.begin(), command.end(), "--");
+    if (dashes != command.end() && dashes + 1 != command.end()) return *(dashes + 1);
+  }
+  return command.front();
+}
+}  // namespace
+
 MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& command,
                const ProcessOptions& options) {
   MpiRun run;
@@ -237,7 +260,7 @@ MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& 
     double last = 0;
     for (const MpiFault& f : faults()) last = std::max(last, f.at_s);
     if (o.timeout_s <= 0 || o.timeout_s > last + 20) o.timeout_s = last + 20;
-    injector = std::make_unique<FaultInjector>(faults(), command.front(), marker);
+    injector = std::make_unique<FaultInjector>(faults(), launched_program(command), marker);
   }
   run.process = run_process(mpirun_argv(ranks, logs, command), o);
   const std::vector<std::string> injected = injector ? injector->finish() : std::vector<std::string>{};
@@ -258,7 +281,7 @@ MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& 
   run.problems.insert(run.problems.begin(), injected.begin(), injected.end());
   // run_process kills the whole tree; this confirms that nothing of the program survived.
   if (!command.empty()) {
-    for (int pid : processes_running(command.front())) {
+    for (int pid : processes_running(launched_program(command))) {
       if (!environment_has(pid, marker)) continue;  // another run's
       run.leftovers.push_back(std::to_string(pid));
       kill(pid, SIGKILL);
