@@ -82,8 +82,9 @@ float tf32_rne(float x) {
 }
 
 /// The fp32 inputs every conversion is checked on: both signs, every exponent, and for each the
-/// fraction patterns 0, all ones, every single bit and its neighbours (so every halfway point of
-/// every narrower format, subnormal ones included, with the values one ulp either side), NaNs
+/// fraction patterns 0, all ones, every single bit and every pair of neighbouring bits with their
+/// neighbours (so every halfway point of every narrower format, above an even and above an odd
+/// last kept bit, subnormal ones included, with the values one ulp either side), NaNs
 /// with payloads, then random fractions.
 std::vector<float> fp32_inputs() {
   std::vector<std::uint32_t> bits;
@@ -92,7 +93,10 @@ std::vector<float> fp32_inputs() {
       std::vector<std::uint32_t> fractions = {0, 0x7FFFFFu, 1};
       for (int p = 0; p < 23; ++p) {
         const std::uint32_t bit = 1u << p;
-        for (std::uint32_t f : {bit, bit - 1, bit + 1, bit | 1u << 22, (bit | 1u << 22) + 1, (bit | 1u << 22) - 1, bit | 0x2000u, bit | 0x10000u})
+        // bit | bit << 1: the halfway point above a code whose last kept bit is odd (round to even
+        // goes up there; rounding ties down is right only where that bit is even).
+        for (std::uint32_t f : {bit, bit - 1, bit + 1, bit | 1u << 22, (bit | 1u << 22) + 1, (bit | 1u << 22) - 1, bit | 0x2000u, bit | 0x10000u,
+                                bit | bit << 1, (bit | bit << 1) + 1, (bit | bit << 1) - 1})
           fractions.push_back(f & 0x7FFFFFu);
       }
       for (std::uint32_t f : fractions) bits.push_back(sign | e << 23 | f);

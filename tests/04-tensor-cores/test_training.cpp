@@ -1,8 +1,9 @@
 /// @file test_training.cpp
 /// @brief Lab 04 tests on the CPU: dynamic loss scaling (04.5) by its rules, and mixed-precision
 /// training (04.6) of a gpulab::nn MLP: an injected overflow skips exactly one step and halves the
-/// scale; without scaling, fp16 gradients underflow to zero; with it (and in bf16 without it) they
-/// do not, and the loss tracks fp32 training.
+/// scale; every gradient is an fp16 value and each update divides by its own step's scale; without
+/// scaling, fp16 gradients underflow to zero; with it (and in bf16 without it) they do not, and the
+/// loss tracks fp32 training.
 #include <catch2/catch.hpp>
 #include <cuda_fp16.h>
 
@@ -191,6 +192,63 @@ TEST_CASE("mixed precision: the masters stay fp32 and the model holds them round
                 100.0 * off_grid / total, total, 100.0 * rounded_right / total);
   check_fact(off_grid >= total * 9 / 10 && rounded_right == total, "the masters stay fp32 and the model holds them rounded to fp16", detail,
              "step the optimizer on masters() with the rounding hook off, then copy each master into the model and round it there");
+}
+
+TEST_CASE("mixed precision: every gradient is an fp16 value and each update divides by the scale its step used", "[cpu][04.6]") {
+  // Plain SGD (no momentum), so that a step's update is -lr × (model gradient / the step's
+  // scale), and a growth interval of 2, so that the scale doubles every other step: dividing by
+  // the scale after the scaler's update instead halves exactly those steps' updates. The model's
+  // gradients must be fp16 values (the hook rounds every gradient backward computes).
+  Problem& p = problem();
+  MixedPrecisionOptions o;
+  o.loss_weight = kLossWeight;
+  o.initial_scale = 1048576.0f;  // 2²⁰, grown to 2²³ at most: below the overflow of these gradients
+  o.growth_interval = 2;
+  const float lr = 0.5f / kLossWeight;
+  nn::Sequential model = Setup::fresh_model(17);
+  nn::SGD sgd(lr);
+  MixedPrecisionTrainer trainer(model, sgd, o);
+  const std::vector<nn::Parameter*> params = model.parameters();
+  std::size_t checked = 0, not_fp16 = 0, wrong_update = 0;
+  std::string first;
+  int applied = 0, grown = 0;
+  for (int s = 0; s < 6; ++s) {
+    std::vector<std::vector<float>> before;
+    for (nn::Parameter& m : trainer.masters()) before.push_back(m.value.to_host());
+    const lab04::StepResult r = trainer.step(p.x, p.labels);
+    if (!r.applied) continue;
+    ++applied;
+    grown += trainer.scaler().scale() > r.scale;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const std::vector<float> g = params[i]->grad.to_host(), after = trainer.masters()[i].value.to_host();
+      for (std::size_t k = 0; k < g.size(); ++k) {
+        ++checked;
+        const bool fp16 = __half2float(__float2half_rn(g[k])) == g[k];  // CUDA's rounding, not the learner's
+        const double want = static_cast<double>(before[i][k]) - static_cast<double>(lr) * (static_cast<double>(g[k]) / r.scale);
+        const double moved = static_cast<double>(before[i][k]) - want;
+        // The master's own rounding (fp32) aside, the update is exact arithmetic on powers of two.
+        const bool right = std::fabs(after[k] - want) <= 1e-6 * std::fabs(before[i][k]) + 1e-4 * std::fabs(moved) + 1e-30;
+        not_fp16 += !fp16;
+        wrong_update += !right;
+        if ((!fp16 || !right) && first.empty()) {
+          char line[260];
+          std::snprintf(line, sizeof line, "; first: step %d (scale %g), %s[%zu]: gradient %.9g%s, master %.9g -> %.9g, want %.9g", s,
+                        static_cast<double>(r.scale), params[i]->name.c_str(), k, static_cast<double>(g[k]), fp16 ? "" : " (not an fp16 value)",
+                        static_cast<double>(before[i][k]), static_cast<double>(after[k]), want);
+          first = line;
+        }
+      }
+    }
+  }
+  char detail[160];
+  std::snprintf(detail, sizeof detail, "%d steps applied (%d of them grew the scale); of %zu gradients, %zu not fp16 values and %zu wrong updates",
+                applied, grown, checked, not_fp16, wrong_update);
+  check_fact(applied >= 4 && grown >= 2, "the run applies its steps and grows the scale every other one", detail,
+             "LossScaler::update(true) counts good steps and doubles the scale after growth_interval of them");
+  check_fact(not_fp16 == 0, "every gradient backward leaves in the model is an fp16 value", detail + first,
+             "run backward with the rounding hook installed: it rounds every gradient backward computes");
+  check_fact(wrong_update == 0, "each step's update is -lr × gradient / the scale that step's loss was multiplied by", detail + first,
+             "divide by the scale the step used (StepResult::scale), read before LossScaler::update changes it");
 }
 
 TEST_CASE("mixed precision: fp16 gradients underflow without loss scaling and with it the loss tracks fp32", "[cpu][04.6]") {

@@ -98,6 +98,48 @@ TEST_CASE("bytes and FLOPs of softmax layernorm and attention", "[cpu][05.1]") {
              detail, "max(flops / peak_flops, (bytes read + written) / bandwidth)");
 }
 
+TEST_CASE("bytes and FLOPs at random shapes none of them square", "[cpu][05.1]") {
+  // The cases above are fixed sizes, and softmax's square: a cost that mixes up rows and columns,
+  // or is right only at the sizes tested, passes them. These are the header's rules at 40 random
+  // shapes (rows ≠ cols, seq ≠ dim), both flags of each.
+  Rng rng = Rng::for_test("lab05 cost shapes");
+  int wrong = 0;
+  std::string first;
+  auto compare = [&](const std::string& what, const Cost& got, const Cost& want) {
+    if (near(got.bytes_read, want.bytes_read) && near(got.bytes_written, want.bytes_written) && near(got.flops, want.flops)) return;
+    if (++wrong == 1) {
+      char line[320];
+      std::snprintf(line, sizeof line, "%s: read %.6g B, written %.6g B, %.6g FLOP; want %.6g, %.6g, %.6g", what.c_str(), got.bytes_read,
+                    got.bytes_written, got.flops, want.bytes_read, want.bytes_written, want.flops);
+      first = line;
+    }
+  };
+  for (int i = 0; i < 40; ++i) {
+    const long long m = rng.integer(1, 20000), n = m + rng.integer(1, 5000);  // rows < cols here, and the reverse below
+    const double mn = static_cast<double>(m) * static_cast<double>(n);
+    for (const auto& [r, c] : {std::pair{m, n}, std::pair{n, m}}) {
+      const double rows = static_cast<double>(r), cols = static_cast<double>(c);
+      compare("softmax " + shape(r, c) + " unfused", lab05::softmax_cost(r, c, false), {4 * (3 * mn + 3 * rows), 4 * (mn + 2 * rows), 5 * mn});
+      compare("softmax " + shape(r, c) + " fused", lab05::softmax_cost(r, c, true), {4 * mn, 4 * mn, 5 * mn});
+      compare("layernorm forward " + shape(r, c), lab05::layernorm_forward_cost(r, c), {4 * (mn + 2 * cols), 4 * (mn + 2 * rows), 8 * mn});
+      compare("layernorm backward " + shape(r, c), lab05::layernorm_backward_cost(r, c), {4 * (2 * mn + cols + 2 * rows), 4 * (mn + 2 * cols), 11 * mn});
+    }
+    const long long heads = rng.integer(1, 64), seq = rng.integer(2, 8192), dim = rng.integer(1, 256) + (seq <= 256 ? 300 : 0);
+    const double h = static_cast<double>(heads), s = static_cast<double>(seq), d = static_cast<double>(dim);
+    for (bool causal : {false, true}) {
+      for (bool materialized : {false, true}) {
+        const double scores = causal ? s * (s + 1) / 2 : s * s;
+        const Cost want{4 * h * (3 * s * d + (materialized ? 2 * s * s : 0)), 4 * h * (s * d + s + (materialized ? 2 * s * s : 0)), h * 4 * d * scores};
+        compare("attention " + std::to_string(heads) + " heads " + shape(seq, dim) + (causal ? " causal" : "") + (materialized ? " materialized" : " fused"),
+                lab05::attention_cost(heads, seq, dim, causal, materialized), want);
+      }
+    }
+  }
+  check_fact(wrong == 0, "cost: 40 random non-square shapes of each function, both orientations and every flag",
+             std::to_string(wrong) + " wrong" + (first.empty() ? "" : "; first: " + first),
+             "rows and columns are not interchangeable: a per-row vector has rows elements, a per-column one (gamma, beta) cols");
+}
+
 TEST_CASE("the kernels reject sizes below 1", "[cpu]") {
   bool all = true;
   auto throws = [&](const std::function<void()>& f) {

@@ -11,6 +11,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -877,6 +879,118 @@ TEST_CASE("overlap_model_seconds with one and two copy engines", "[cpu][06.5]") 
 // 06.6 checkpointing
 // ---------------------------------------------------------------------------------------------
 
+/// The process's heap, counted while a checkpointing step runs: malloc and its relatives are the
+/// test program's (the C library's own are reached as __libc_*), so what the step keeps alive is
+/// measured whatever it is kept in (tensors through any allocator, std::vectors, raw memory),
+/// where code under test cannot redirect it. Only blocks allocated while counting are counted.
+extern "C" {
+void* __libc_malloc(std::size_t);
+void* __libc_calloc(std::size_t, std::size_t);
+void* __libc_realloc(void*, std::size_t);
+void* __libc_memalign(std::size_t, std::size_t);
+void __libc_free(void*);
+}
+
+namespace {
+struct HeapCount {
+  static constexpr std::size_t kSlots = std::size_t{1} << 18;  // open addressing: the blocks live while counting
+  std::atomic<bool> on{false};
+  std::atomic_flag busy = ATOMIC_FLAG_INIT;
+  std::size_t live = 0, peak = 0, blocks = 0;
+  bool overflowed = false;
+  void* slot[kSlots] = {};
+  std::size_t bytes[kSlots] = {};
+  static std::size_t home(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) >> 4) * 0x9E3779B97F4A7C15ull >> 46; }
+  void lock() {
+    while (busy.test_and_set(std::memory_order_acquire)) {
+    }
+  }
+  void unlock() { busy.clear(std::memory_order_release); }
+  void add(void* p, std::size_t n) {
+    if (p == nullptr || !on.load(std::memory_order_relaxed)) return;
+    lock();
+    if (blocks + 1 >= kSlots / 2) {
+      overflowed = true;
+    } else {
+      std::size_t i = home(p);
+      while (slot[i] != nullptr) i = (i + 1) & (kSlots - 1);
+      slot[i] = p;
+      bytes[i] = n;
+      ++blocks;
+      live += n;
+      peak = std::max(peak, live);
+    }
+    unlock();
+  }
+  void remove(void* p) {
+    if (p == nullptr || !on.load(std::memory_order_relaxed)) return;
+    lock();
+    for (std::size_t i = home(p); slot[i] != nullptr; i = (i + 1) & (kSlots - 1)) {
+      if (slot[i] != p) continue;
+      live -= bytes[i];
+      --blocks;
+      // Backward-shift deletion keeps every remaining block reachable from its home slot.
+      std::size_t hole = i;
+      for (std::size_t j = (i + 1) & (kSlots - 1); slot[j] != nullptr; j = (j + 1) & (kSlots - 1)) {
+        const std::size_t h = home(slot[j]);
+        if (((j - h) & (kSlots - 1)) >= ((j - hole) & (kSlots - 1))) {
+          slot[hole] = slot[j];
+          bytes[hole] = bytes[j];
+          hole = j;
+        }
+      }
+      slot[hole] = nullptr;
+      break;
+    }
+    unlock();
+  }
+  void start() {
+    lock();
+    std::fill(std::begin(slot), std::end(slot), nullptr);
+    live = peak = blocks = 0;
+    overflowed = false;
+    unlock();
+    on = true;
+  }
+  void stop() { on = false; }
+};
+HeapCount g_heap;  // constant-initialized (no constructor runs): usable from the first malloc on
+HeapCount& heap() { return g_heap; }
+}  // namespace
+
+extern "C" void* malloc(std::size_t n) {
+  void* p = __libc_malloc(n);
+  heap().add(p, n);
+  return p;
+}
+extern "C" void* calloc(std::size_t count, std::size_t n) {
+  void* p = __libc_calloc(count, n);
+  heap().add(p, count * n);
+  return p;
+}
+extern "C" void* realloc(void* old, std::size_t n) {
+  heap().remove(old);
+  void* p = __libc_realloc(old, n);
+  heap().add(p, n);
+  return p;
+}
+extern "C" void free(void* p) {
+  heap().remove(p);
+  __libc_free(p);
+}
+extern "C" void* memalign(std::size_t alignment, std::size_t n) {
+  void* p = __libc_memalign(alignment, n);
+  heap().add(p, n);
+  return p;
+}
+extern "C" void* aligned_alloc(std::size_t alignment, std::size_t n) { return memalign(alignment, n); }
+extern "C" int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
+  void* p = memalign(alignment, n);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
 namespace {
 
 /// Live and peak bytes of the tensors made while installed.
@@ -936,12 +1050,14 @@ TEST_CASE("checkpointed_step: gradients bit for bit and peak memory against the 
     previous = nn::set_allocator(&count);
     double loss = 0;
     std::string error;
+    heap().start();
     try {
       loss = lab06::checkpointed_step(model, x, labels, bounds);
     } catch (const std::exception& e) {
       error = e.what();
     }
-    nn::set_allocator(previous);
+    heap().stop();
+    const bool allocator_kept = nn::set_allocator(previous) == &count;
     std::string cut;
     for (std::size_t b : bounds) cut += std::to_string(b) + " ";
     bool same_grads = true;
@@ -965,6 +1081,16 @@ TEST_CASE("checkpointed_step: gradients bit for bit and peak memory against the 
                   formula / 1024.0, spec / 1024.0, (spec + 6 * activation) / 1024.0, plain_count.peak / 1024.0);
     check_fact(error.empty() && static_cast<double>(count.peak) >= spec && static_cast<double>(count.peak) <= spec + 6 * activation,
                "checkpointed at " + cut + ": peak memory", d, "keep only each segment's input; free a segment's activations and its input right after its backward");
+    // The same bounds on the process's heap (a few small blocks aside: the step's bookkeeping),
+    // which the step cannot redirect; and the tensors' allocator is the one the test installed.
+    const double heap_peak = static_cast<double>(heap().peak);
+    char h[300];
+    std::snprintf(h, sizeof h, "the heap's peak during the step %.0f KiB (%s); the tensors' %.0f KiB; the formula %.0f KiB, so between %.0f and %.0f KiB", heap_peak / 1024.0,
+                  heap().overflowed ? "too many blocks to count" : "every block", count.peak / 1024.0, spec / 1024.0, spec / 1024.0,
+                  (spec + 6 * activation + 64 * 1024) / 1024.0);
+    check_fact(error.empty() && allocator_kept && !heap().overflowed && heap_peak >= spec && heap_peak <= spec + 6 * activation + 64 * 1024,
+               "checkpointed at " + cut + ": the process's heap, whatever the memory is kept in", std::string(h) + (allocator_kept ? "" : "; the step swapped the tensors' allocator"),
+               "keep activations only where the step's own tensors are: no copies aside, and leave nn::set_allocator alone");
     check_fact(formula == spec, "checkpoint_peak_floats for the cut " + cut, "yours " + num(formula) + " B, expected " + num(spec) + " B");
   }
 }

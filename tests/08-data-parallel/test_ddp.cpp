@@ -128,6 +128,10 @@ struct Trainee {
     if (run.unused) {
       unused.name = "unused.weight";
       unused.value = nn::Tensor::from(gpulab::Rng(5).uniform_vector(300), 10, 30, run.device);
+      // With buckets, a gradient left from an earlier use, which no layer refreshes (zero_grad is
+      // the model's): its bucket must carry zeros, not these stale values, which only zeros in the
+      // parameter would hide.
+      if (run.sync == Sync::kBuckets) unused.grad = nn::Tensor::from(gpulab::Rng(6).uniform_vector(300), 10, 30, run.device);
       params.insert(params.begin() + 2, &unused);
     }
   }
@@ -231,6 +235,7 @@ std::vector<std::vector<float>> train_simulated(const Run& run, int w) {
     std::vector<nn::Tensor> sum;
     for (int rank = 0; rank < w; ++rank) {
       t.model.zero_grad();
+      if (run.unused) t.unused.grad = nn::Tensor(t.unused.value.rows(), t.unused.value.cols(), run.device);  // takes part as zeros
       for (nn::Parameter* p : live) {
         if (p->grad.empty()) p->grad = nn::Tensor(p->value.rows(), p->value.cols(), run.device);
       }

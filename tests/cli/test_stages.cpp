@@ -58,7 +58,7 @@ TEST_CASE("forbidden library code is found in nm output and calls by undefined s
       "0000000000000010 T my_cublas_like_helper()\n"
       "0000000000000020 W thrust::detail::vector_base<float>::resize(unsigned long)\n"
       "                 U cudaLaunchKernel\n";
-  const ForbiddenSymbols rules{{"cublas"}, {"thrust::"}, "write it yourself"};
+  const ForbiddenSymbols rules{{"cublas"}, {"thrust::"}, "write it yourself", {}};
   const auto hits = forbidden_in_nm(nm, rules);
   REQUIRE(hits.size() == 2);
   CHECK(hits[0] == "a call to cublasSgemm_v2");

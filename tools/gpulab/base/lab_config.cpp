@@ -205,9 +205,15 @@ LabConfig parse_lab_json(const std::string& text, const std::string& where) {
   if (j.contains("forbidden_symbols")) {
     const json& f = j["forbidden_symbols"];
     const std::string w = where + " forbidden_symbols";
-    only_keys(f, {"called", "namespaces", "why"}, w);
+    only_keys(f, {"called", "namespaces", "headers", "why"}, w);
     lab.forbidden = {get<std::vector<std::string>>(f, "called", {}, w), get<std::vector<std::string>>(f, "namespaces", {}, w),
-                     get<std::string>(f, "why", "this lab asks you to write it yourself", w)};
+                     get<std::string>(f, "why", "this lab asks you to write it yourself", w),
+                     get<std::map<std::string, std::vector<std::string>>>(f, "headers", {}, w)};
+    for (const auto& [file, headers] : lab.forbidden.headers) {
+      if (std::find(lab.sources.begin(), lab.sources.end(), file) == lab.sources.end()) {
+        throw ConfigError(w + ".headers: \"" + file + "\" is not one of the lab's sources");
+      }
+    }
   }
   const json performance = get<json>(j, "performance", json::object(), where);
   for (const auto& [id, spec] : performance.items()) {

@@ -11,8 +11,9 @@
 ///     timeout_s        per test case (default 120)
 ///     mpi_ranks        distributed labs: every case under mpirun at each W (e.g. [2, 3, 4])
 ///     perf_ranks       the W of the [perf] cases (default: mpi_ranks)
-///     forbidden_symbols {called: [...], namespaces: [...], why}: library code the learner's
-///                      objects may not contain
+///     forbidden_symbols {called: [...], namespaces: [...], headers: {file: [...]}, why}: library
+///                      code the learner's objects may not contain, and headers a learner file's
+///                      compilation may not read
 ///     performance      {metric id: {min_fraction_of_reference, reference_min_fraction_of_baseline,
 ///                      hint}}: keyed by the metric a [perf] case records
 ///     hints            {timeout, crash}: the scorecard's hint for a hang and for a crash
@@ -67,6 +68,10 @@ struct ForbiddenSymbols {
   std::vector<std::string> called;      ///< undefined symbols containing one of these (a call into a library)
   std::vector<std::string> namespaces;  ///< any symbol of these namespaces (header-only code instantiated)
   std::string why;                      ///< the scorecard's hint
+  /// Per learner file: headers its compilation may not read (the build's own record of what it
+  /// read), for what is inline and bit-exact in a header, so that no symbol and no result shows
+  /// it (lab 04: CUDA's host conversions in formats.cpp).
+  std::map<std::string, std::vector<std::string>> headers;
 };
 
 /// A part of a lab (lab.json "parts"): what a learner can finish and be graded on alone.

@@ -6,9 +6,11 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <iostream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -50,6 +52,29 @@ void BuildProgress::finish() {
   if (terminal_ && any_) out_ << "\r" << std::string(100, ' ') << "\r" << std::flush;
 }
 
+namespace {
+/// One build at a time in a build tree (two Ninjas in one tree corrupt its logs): selftest's two
+/// workers, or a `watch` beside a `grade`, wait here for each other. The lock goes with the
+/// process, or with this object.
+class BuildLock {
+ public:
+  explicit BuildLock(const Paths& paths) : fd_(open((paths.build / ".gpulab-build.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0) {
+      while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~BuildLock() {
+    if (fd_ >= 0) close(fd_);  // releases it
+  }
+  BuildLock(const BuildLock&) = delete;
+  BuildLock& operator=(const BuildLock&) = delete;
+
+ private:
+  int fd_;
+};
+}  // namespace
+
 BuildResult build_targets(const Paths& paths, const std::vector<std::string>& targets, bool echo, const std::string& progress) {
   std::vector<std::string> argv = {"cmake", "--build", paths.build.string(), "-j",
                                    std::to_string(build_jobs())};
@@ -63,16 +88,10 @@ BuildResult build_targets(const Paths& paths, const std::vector<std::string>& ta
   options.keep_bytes = 4 << 20;
   BuildProgress shown(progress, isatty(STDOUT_FILENO) != 0, std::cout);
   if (!progress.empty() && !echo) options.on_output = [&shown](const std::string& chunk) { shown.feed(chunk); };
-  // One build at a time in a build tree (two Ninjas in one tree corrupt its logs): selftest's two
-  // workers, or a `watch` beside a `grade`, wait here for each other. The lock goes with the process.
-  const fs::path lock_file = paths.build / ".gpulab-build.lock";
-  const int lock = open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock >= 0) {
-    while (flock(lock, LOCK_EX) != 0 && errno == EINTR) {
-    }
-  }
-  const ProcessResult r = run_process(argv, options);
-  if (lock >= 0) close(lock);  // releases it
+  const ProcessResult r = [&] {
+    const BuildLock lock(paths);
+    return run_process(argv, options);
+  }();
   shown.finish();
   BuildResult b;
   b.ok = r.exited(0);
@@ -124,6 +143,61 @@ std::string extract_diagnostics(const std::string& log,
     text = log.size() > 4000 ? log.substr(log.size() - 4000) : log;
   }
   return text;
+}
+
+namespace {
+/// What Ninja's dependency log says the objects @p objects (all when empty) read, as absolute
+/// paths; nothing when the build is not Ninja's.
+std::set<std::string> ninja_deps(const Paths& paths, const std::vector<std::string>& objects) {
+  std::set<std::string> files;
+  if (!fs::exists(paths.build / "build.ninja")) return files;
+  std::vector<std::string> argv = {"ninja", "-C", paths.build.string(), "-t", "deps"};
+  for (const std::string& o : objects) argv.push_back(fs::path(o).lexically_normal().lexically_relative(paths.build).string());
+  ProcessOptions o;
+  o.timeout_s = 60;
+  o.keep_bytes = 64u << 20;
+  const ProcessResult deps = [&] {
+    const BuildLock lock(paths);  // a build beside it would be writing the log read here
+    return run_process(argv, o);
+  }();
+  if (!deps.exited(0)) return files;
+  std::istringstream lines(deps.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("    ", 0) != 0) continue;  // "object: #deps N, ..." heads each object's list
+    const std::string file = line.substr(line.find_first_not_of(' '));
+    files.insert(fs::path(file).is_absolute() ? file : (paths.build / file).lexically_normal().string());
+  }
+  return files;
+}
+}  // namespace
+
+std::vector<std::string> object_inputs(const Paths& paths, const std::string& object) {
+  const std::set<std::string> files = ninja_deps(paths, {object});
+  return {files.begin(), files.end()};
+}
+
+std::vector<fs::path> build_inputs(const Paths& paths, const std::vector<fs::path>& except) {
+  const fs::path manifest = paths.build / "build.ninja";
+  if (!fs::exists(manifest)) return {};
+  std::set<std::string> files = ninja_deps(paths, {});
+  if (files.empty()) return {};
+  // The configuration's inputs: build.ninja is remade when any of them changes.
+  std::istringstream rules(read_text(manifest));
+  for (std::string line; std::getline(rules, line);) {
+    if (line.rfind("build build.ninja", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find('|') == std::string::npos ? line.size() : line.find('|') + 1));
+    for (std::string word; words >> word;) files.insert(word);
+  }
+  const std::string root = paths.root.lexically_normal().string() + "/";
+  std::vector<std::string> skip = {paths.build.lexically_normal().string() + "/"};
+  for (const fs::path& e : except) skip.push_back(e.lexically_normal().string() + "/");
+  std::vector<fs::path> inputs;
+  for (const std::string& f : files) {
+    if (f.rfind(root, 0) != 0) continue;  // the system's headers are not the grade's to guard
+    if (std::any_of(skip.begin(), skip.end(), [&](const std::string& s) { return f.rfind(s, 0) == 0; })) continue;
+    if (fs::is_regular_file(f)) inputs.emplace_back(f);
+  }
+  return inputs;
 }
 
 }  // namespace gpulab::cli

@@ -25,6 +25,15 @@ struct BuildResult {
 BuildResult build_targets(const Paths& paths, const std::vector<std::string>& targets,
                           bool echo = false, const std::string& progress = "");
 
+/// Every file of the source tree that the build reads, as the build itself records it: each
+/// object's sources and headers (Ninja's dependency log, `ninja -t deps`) and the CMake files the
+/// configuration read (build.ninja's own inputs); none under the build folder or in @p except.
+/// Empty where the build is not Ninja's (the caller falls back to its folders).
+std::vector<fs::path> build_inputs(const Paths& paths, const std::vector<fs::path>& except);
+
+/// The files the compilation of @p object read (Ninja's dependency log); empty where unknown.
+std::vector<std::string> object_inputs(const Paths& paths, const std::string& object);
+
 /// Turns a build's output into progress lines: ninja's "[k/N]" (or make's "[ 42%]").
 class BuildProgress {
  public:

@@ -13,6 +13,8 @@ TreeGuard::TreeGuard(std::vector<fs::path> artefacts, std::vector<fs::path> fold
   fs::create_directories(snapshot_);
   for (std::size_t i = 0; i < documents_.size(); ++i) {
     document_hashes_.push_back(file_hash(documents_[i]));
+    std::error_code no_time;
+    document_times_.push_back(fs::last_write_time(documents_[i], no_time));
     if (fs::exists(documents_[i])) fs::copy_file(documents_[i], snapshot_ / ("document-" + std::to_string(i)));
   }
   for (std::size_t i = 0; i < folders_.size(); ++i) {
@@ -49,6 +51,9 @@ std::string TreeGuard::check_and_repair() {
     const fs::path copy = snapshot_ / ("document-" + std::to_string(i));
     if (fs::exists(copy)) {
       fs::copy_file(copy, documents_[i], fs::copy_options::overwrite_existing);
+      // Its time too: a source put back as it was is not rebuilt, nor is what depends on it.
+      std::error_code ignored;
+      fs::last_write_time(documents_[i], document_times_[i], ignored);
     } else {
       fs::remove(documents_[i]);
     }

@@ -1,12 +1,14 @@
 /// @file integrity.hpp
 /// @brief The trees are not the learner's to change. Before the first learner process runs, the
 /// grader hashes what its verdict rests on: its own build (the reference's executables, the test
-/// objects, libgpulab), the source folders it reads (tests/, solutions/ and labs/ of the lab), the
-/// submission, and the learner's progress file; it keeps a copy of the source folders. After
+/// objects, libgpulab, gpulab-launch), every source file the build reads (Ninja's dependency log:
+/// tests/support, common/, tools/, the CMake files; the lab's tests/ and solutions/ as whole
+/// folders), the submission, and the learner's progress file; it keeps a copy of the sources. After
 /// every learner process it looks again: a change is tampering, which fails the grade, and is
 /// put back (sources restored from the copy, the changed version kept beside it so that an edit
 /// made by hand during a grade is never lost; build artefacts removed so the next build makes
-/// them again). As root the code under test also runs with these paths read-only (process.hpp).
+/// them again). Where it can, the code under test also runs in a sandbox that shows it these
+/// files read-only or not at all (process.hpp); the guard covers the runs without one.
 #pragma once
 
 #include <string>
@@ -34,6 +36,7 @@ class TreeGuard {
   void keep_changed(const fs::path& path) const;
   std::vector<fs::path> files_, folders_, documents_;
   std::vector<std::string> file_hashes_, document_hashes_;
+  std::vector<fs::file_time_type> document_times_;
   std::vector<TreeHashes> folder_hashes_;
   fs::path snapshot_;
 };

@@ -85,17 +85,27 @@ int own_startup_entries(const std::string& object) {
 /// Library code the lab forbids, in the learner's objects.
 void check_forbidden(const GradeInputs& in, Scorecard& card) {
   const ForbiddenSymbols& rules = in.lab.forbidden;
-  if (rules.called.empty() && rules.namespaces.empty()) return;
+  if (rules.called.empty() && rules.namespaces.empty() && rules.headers.empty()) return;
   std::vector<std::string> hits;
   for (const std::string& obj : in.build().objects) {
-    for (const std::string& h : forbidden_in_nm(nm_of(obj), rules)) hits.push_back(h);
+    for (const std::string& h : forbidden_in_nm(nm_of(obj), rules)) hits.push_back("your code contains " + h);
+    // Headers a file may not read (inline code leaves no symbol): from the build's own record.
+    const std::string name = fs::path(obj).filename().string();
+    for (const auto& [file, headers] : rules.headers) {
+      if (name != file + ".o") continue;
+      for (const std::string& read : object_inputs(in.paths, obj)) {
+        for (const std::string& h : headers) {
+          if (fs::path(read).filename().string().rfind(h, 0) == 0) hits.push_back(file + " reads " + read + ", which this lab forbids in it");
+        }
+      }
+    }
   }
   Check c;
   c.name = "no forbidden library calls";
   c.kind = Kind::kStructure;
   c.status = hits.empty() ? Status::kPass : Status::kFail;
   for (const auto& h : hits) {
-    if (c.details.size() < 5) c.details.push_back("your code contains " + h);
+    if (c.details.size() < 5) c.details.push_back(h);
   }
   if (!hits.empty()) c.hints.push_back(rules.why);
   card.add(c);

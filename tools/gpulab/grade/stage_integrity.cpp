@@ -6,13 +6,25 @@
 namespace gpulab::cli {
 
 void LearnerRuns::arm(const GradeInputs& in) {
-  std::vector<fs::path> artefacts;
-  for (const std::string& f : in.lab.build.grader_files) artefacts.emplace_back(f);
-  if (const Variant* emu_ref = in.lab.build.variant("emu_ref"); emu_ref != nullptr && fs::exists(emu_ref->exe)) artefacts.emplace_back(emu_ref->exe);
-  const std::vector<fs::path> documents = {in.paths.state_dir() / "progress.json", in.paths.state_dir() / "hints.json"};
-  guard_ = TreeGuard(artefacts, {in.lab.tests, in.lab.solutions}, documents, in.paths.build / "grade" / ("snapshot-" + in.lab.number));
   confine_.launcher = in.paths.build / "bin" / "gpulab-launch";
   if (!fs::exists(confine_.launcher)) (void)build_targets(in.paths, {"gpulab-launch"});
+  std::vector<fs::path> artefacts = {confine_.launcher};
+  for (const std::string& f : in.lab.build.grader_files) artefacts.emplace_back(f);
+  if (const Variant* emu_ref = in.lab.build.variant("emu_ref"); emu_ref != nullptr && fs::exists(emu_ref->exe)) artefacts.emplace_back(emu_ref->exe);
+  std::vector<fs::path> documents = {in.paths.state_dir() / "progress.json", in.paths.state_dir() / "hints.json"};
+  // Every file the build reads, as the build recorded it (tests/support, common/, tools/, the
+  // CMake files, ...): the next build would compile what a learner process wrote there. The lab's
+  // own tests/ and solutions/ are guarded as folders (a file added there counts too); the
+  // learner's files are checked at the end (stage_integrity).
+  const std::vector<fs::path> read = build_inputs(in.paths, {in.lab.tests, in.lab.solutions, in.lab.labs, in.source_dir});
+  std::vector<fs::path> folders = {in.lab.tests, in.lab.solutions};
+  if (read.empty()) {
+    // Not a Ninja build: the folders the build reads, whole.
+    for (const char* f : {"tests", "common", "tools", "cmake"}) folders.push_back(in.paths.root / f);
+    folders.erase(folders.begin());  // tests/<lab> is inside tests/
+  }
+  documents.insert(documents.end(), read.begin(), read.end());
+  guard_ = TreeGuard(artefacts, folders, documents, in.paths.build / "grade" / ("snapshot-" + in.lab.number));
   if (!fs::exists(confine_.launcher)) {
     confine_.launcher.clear();
     confine_.seccomp = false;
