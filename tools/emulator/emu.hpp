@@ -5,7 +5,8 @@
 /// Not a grade and never a GPU result. It runs one block at a time, each thread as a fiber (a
 /// stack of its own; switched by emu_switch.cpp on x86-64, by ucontext elsewhere) that runs
 /// until its next __syncthreads() or warp-level call (__shfl_down_sync), in thread order (or
-/// reversed: EMU_ORDER=reverse). So a missing barrier usually shows as wrong values (a thread
+/// reversed: EMU_ORDER=reverse), a warp whose lanes all reached a warp-level call going on at once
+/// to its next barrier (a warp running ahead of the others). So a missing barrier usually shows as wrong values (a thread
 /// reads a tile its neighbours have not written yet), a barrier some threads skip is reported,
 /// and every index is exercised. Device memory is host memory; the runtime calls the labs and
 /// libgpulab use are stand-ins (below). Timing, memory models, races between blocks and speed
@@ -328,15 +329,21 @@ struct Launch {
           // its live threads wait at __syncthreads(); until every thread has ended.
           for (;;) {
             for (unsigned k = 0; k < n; ++k) {
-              Fiber& f = fibers[reverse_order() ? n - 1 - k : k];
-              if (f.state != State::kRunning) continue;
-              current = &f;
-              threadIdx = f.id;
-              to_fiber(f);
-              if (!thread_error.empty()) {
-                running_kernel = nullptr;
-                block_fibers = nullptr;
-                throw std::runtime_error("emulate: " + thread_error);
+              const unsigned i = reverse_order() ? n - 1 - k : k;
+              run_fiber(fibers[i]);
+              // A warp runs ahead: once its last lane of this pass waits at a warp-level call
+              // (an mma, a shuffle) with the others, it goes on at once, to its next barrier,
+              // before the warps after it have had their turn — as a fast warp does on a GPU. A
+              // warp that reads shared memory and then overwrites it without a barrier between
+              // (the next tile's load) so corrupts what the other warps have yet to read.
+              const bool last_of_warp = reverse_order() ? i % 32 == 0 : (i % 32 == 31 || i == n - 1);
+              if (!last_of_warp) continue;
+              const unsigned w = i / 32;
+              while (release_warp(fibers, w, n)) {
+                for (unsigned j = 0; j < 32; ++j) {
+                  const unsigned lane = reverse_order() ? 31 - j : j;
+                  if (w * 32 + lane < n) run_fiber(fibers[w * 32 + lane]);
+                }
               }
             }
             unsigned done = 0, at_barrier = 0, at_warp = 0;
@@ -367,6 +374,19 @@ struct Launch {
     }
     running_kernel = nullptr;
     block_fibers = nullptr;
+  }
+
+  /// Runs @p f to its next barrier, warp-level call or end (if it can run).
+  void run_fiber(Fiber& f) {
+    if (f.state != State::kRunning) return;
+    current = &f;
+    threadIdx = f.id;
+    to_fiber(f);
+    if (!thread_error.empty()) {
+      running_kernel = nullptr;
+      block_fibers = nullptr;
+      throw std::runtime_error("emulate: " + thread_error);
+    }
   }
 
   /// Releases the lanes of warp @p w waiting at a warp-level call whose every named lane that has
