@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "gpulab/report.hpp"
+#include "launch/frame.hpp"
 #include "run/mpi.hpp"
 
 namespace gpulab::cli {
@@ -83,7 +84,7 @@ std::vector<std::string> failure_lines(const Findings& f) {
 
 namespace {
 
-constexpr char kFrameMarker[] = "@@gpulab-frame ";
+using gpulab::launch::kFrameMarker;
 
 /// Counts frame markers in a stream that arrives in pieces (a marker may straddle two).
 struct MarkerCount {
@@ -96,13 +97,6 @@ struct MarkerCount {
     tail = text.size() > keep ? text.substr(text.size() - keep) : text;
   }
 };
-
-/// FNV-1a, 64 bits, as gpulab-launch computes it.
-std::uint64_t fnv1a(const std::string& text) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 /// The frames in one process's stream; @p rest gets the stream without them (each shortened to
 /// a note); damage and anything printed after the last frame go to @p problems.
@@ -122,7 +116,7 @@ std::vector<nlohmann::json> frames_in(const std::string& stream, const std::stri
     }
     const std::string body = stream.substr(head + static_cast<std::size_t>(used), length);
     auto parsed = nlohmann::json::parse(body, nullptr, false);
-    if (fnv1a(body) != sum || parsed.is_discarded() || !parsed.is_object()) {
+    if (gpulab::launch::frame_checksum(body) != sum || parsed.is_discarded() || !parsed.is_object()) {
       problems.push_back("a damaged frame of records from " + who + ": something in the code under test printed over gpulab-launch's report");
       continue;
     }

@@ -30,6 +30,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launch/frame.hpp"
+
 #ifdef GPULAB_HAVE_SECCOMP
 #include <linux/seccomp.h>
 #include <seccomp.h>
@@ -300,13 +302,6 @@ extern "C" void pass_on(int sig) {
   }
 }
 
-/// FNV-1a, 64 bits: the frame's checksum (a damaged or spliced frame is caught; not a secret).
-std::uint64_t fnv1a(const std::string& text) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -428,7 +423,8 @@ int main(int argc, char** argv) {
   }
   const std::string body = frame.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   char head[80];
-  std::snprintf(head, sizeof head, "\n@@gpulab-frame %zu %016llx ", body.size(), static_cast<unsigned long long>(fnv1a(body)));
+  std::snprintf(head, sizeof head, "\n%s%zu %016llx ", gpulab::launch::kFrameMarker, body.size(),
+                static_cast<unsigned long long>(gpulab::launch::frame_checksum(body)));
   write_all(STDOUT_FILENO, head + body + "\n");
 
   if (WIFSIGNALED(status)) {
