@@ -58,7 +58,9 @@ std::string file_hash(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return "";
   std::uint64_t h = gpulab::kFnvOffsetBasis;
-  std::vector<char> buffer(1 << 20);
+  // One buffer for every call: the guard hashes a few hundred files after each learner process,
+  // and a fresh megabyte each time (zeroed) cost more than reading them.
+  static thread_local std::vector<char> buffer(1 << 16);
   while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
     h = gpulab::fnv1a64(std::string_view(buffer.data(), static_cast<std::size_t>(in.gcount())), h);
   }
