@@ -2,8 +2,11 @@
 /// @brief The grading pipeline: find the lab, choose the sources, run the stages (grade.hpp).
 #include "grade/grade.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -160,6 +163,30 @@ Check cluster_check(const GradeInputs& in) {
 
 }  // namespace
 
+namespace {
+/// Grades in one tree share it; a grade whose code under test runs unconfined (no sandbox: it
+/// can write the tree) has it to itself, so that another grade's guard (every file the build
+/// reads) never sees what that code wrote, nor puts it back from under it. Selftest's plants
+/// that tamper with the tree on purpose run beside other labs' grades.
+class TreeLock {
+ public:
+  TreeLock(const Paths& paths, bool alone) : fd_(open((paths.build / ".gpulab-tree.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0) {
+      while (flock(fd_, alone ? LOCK_EX : LOCK_SH) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~TreeLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  TreeLock(const TreeLock&) = delete;
+  TreeLock& operator=(const TreeLock&) = delete;
+
+ private:
+  int fd_;
+};
+}  // namespace
+
 nlohmann::json GradeResult::to_json() const {
   nlohmann::json j = card.to_json();
   j["lab"] = lab;
@@ -201,6 +228,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       return result;
     }
   }
+  const TreeLock tree(paths, !options.sandbox || options.nodes > 0 || !sandbox_available());
   GradeInputs in{paths, options, *lab};
   in.seed = options.seed ? *options.seed : fresh_seed();
   result.lab = lab->slug;
