@@ -77,11 +77,15 @@ std::vector<pid_t> descendants(pid_t root) {
 /// child subreaper (see run_process), so an orphan whose parent died — an MPI rank whose
 /// mpirun was killed, a grandchild that outlived its shell — is still below us and still found.
 void kill_all_descendants() {
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 4; ++round) {
+    // Zombies first (a sandbox's processes end just after it, re-parented here): reaped, not
+    // waited for; then a short wait that grows while something is still alive.
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
     const std::vector<pid_t> left = descendants(getpid());
     if (left.empty()) break;
     for (pid_t pid : left) kill(pid, SIGKILL);
-    usleep(20000);
+    usleep(1000u << (2 * round));  // 1, 4, 16, 64 ms
     while (waitpid(-1, nullptr, WNOHANG) > 0) {
     }
   }
