@@ -12,7 +12,7 @@
 ///     cases            grade only these cases (default: expect_failed, when it names a case)
 ///     all_cases        grade every case (the default is the few above)
 ///     max_seconds      the whole grade must take no longer (a hang must cost seconds)
-///     needs_root       true: only where the grader can make the read-only mounts
+///     needs_root       true: only where the grader can sandbox (bubblewrap runs here)
 ///     sandbox          false: grade without the read-only mounts (to see tampering detected)
 ///     interrupt        also: Ctrl-C (SIGINT to the grader's process group) during the grade
 ///                      must end it with exit 130 and leave no process of the submission
@@ -50,7 +50,7 @@ struct Plant {
   double max_seconds = 0;
   bool interrupt = false;
   bool sandbox = true;
-  bool needs_root = false;  ///< only where the grader can sandbox (root, unshare): skipped elsewhere
+  bool needs_root = false;  ///< only where the grader can sandbox (bubblewrap): skipped elsewhere
   /// Graded beside this many busy processes (a loaded machine): a gate the reference must pass
   /// whatever the machine is doing, proven with the reference itself as the "plant".
   int busy_processes = 0;

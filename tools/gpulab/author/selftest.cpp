@@ -153,7 +153,7 @@ void check_plant(const Paths& paths, const LabConfig& lab, const Plant& plant, b
     return;
   }
   if (plant.needs_root && !sandbox_available()) {
-    table.add(row, "skip", "needs root (the read-only mounts of a mount namespace)");
+    table.add(row, "skip", "needs the grader's sandbox: " + sandbox_missing());
     return;
   }
   const fs::path dir = paths.build / "planted" / lab.number / fs::path(plant.patch).stem();
