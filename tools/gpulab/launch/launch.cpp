@@ -31,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/proc_tree.hpp"
 #include "launch/frame.hpp"
 
 #ifdef GPULAB_HAVE_SECCOMP
@@ -229,45 +230,11 @@ int install_filter(std::string& why) {
   _exit(127);
 }
 
-/// Every process below this one (its subreaper), by the parent links in /proc.
-std::vector<pid_t> descendants() {
-  std::vector<std::pair<pid_t, pid_t>> parent_of;
-  if (DIR* proc = opendir("/proc")) {
-    while (dirent* e = readdir(proc)) {
-      char* end = nullptr;
-      const long pid = std::strtol(e->d_name, &end, 10);
-      if (*end != '\0' || pid <= 0) continue;
-      char path[64];
-      std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-      FILE* f = std::fopen(path, "r");
-      if (f == nullptr) continue;
-      char text[512] = {};
-      const std::size_t n = std::fread(text, 1, sizeof text - 1, f);
-      std::fclose(f);
-      const char* close_paren = std::strrchr(text, ')');
-      long ppid = 0;
-      char state = 0;
-      if (n > 0 && close_paren != nullptr && std::sscanf(close_paren + 1, " %c %ld", &state, &ppid) == 2) {
-        parent_of.emplace_back(static_cast<pid_t>(pid), static_cast<pid_t>(ppid));
-      }
-    }
-    closedir(proc);
-  }
-  std::vector<pid_t> found = {getpid()};
-  for (std::size_t k = 0; k < found.size(); ++k) {
-    for (const auto& [pid, ppid] : parent_of) {
-      if (ppid == found[k]) found.push_back(pid);
-    }
-  }
-  found.erase(found.begin());
-  return found;
-}
-
 /// Kills what the program left running; returns how many there were.
 int kill_leftovers() {
   int count = 0;
   for (int round = 0; round < 5; ++round) {
-    const std::vector<pid_t> left = descendants();
+    const std::vector<pid_t> left = gpulab::cli::descendants(getpid());
     if (left.empty()) break;
     if (round == 0) count = static_cast<int>(left.size());
     for (pid_t pid : left) kill(pid, SIGKILL);
@@ -278,6 +245,7 @@ int kill_leftovers() {
   return count;
 }
 
+#ifdef GPULAB_HAVE_SECCOMP
 /// A path the refused call named, read from the caller's memory (for the report only).
 std::string read_string(pid_t pid, std::uint64_t address) {
   char path[64];
@@ -289,6 +257,7 @@ std::string read_string(pid_t pid, std::uint64_t address) {
   close(fd);
   return n > 0 ? std::string(text, strnlen(text, static_cast<std::size_t>(n))) : std::string("?");
 }
+#endif
 
 volatile pid_t g_child = 0;
 
@@ -347,7 +316,6 @@ int main(int argc, char** argv) {
 
   std::string text;
   bool cut = false;
-  bool exec_done = false;
   nlohmann::json refused = nlohmann::json::array();
   int status = 0;
   bool ended = false;
@@ -364,6 +332,7 @@ int main(int argc, char** argv) {
     return n;
   };
 #ifdef GPULAB_HAVE_SECCOMP
+  bool exec_done = false;
   seccomp_notif* request = nullptr;
   seccomp_notif_resp* response = nullptr;
   if (filtered) seccomp_notify_alloc(&request, &response);
