@@ -31,7 +31,8 @@ using gpulab::kFp32UnitRoundoff;
 using gpulab::Rng;
 using gpulab::testing::check_fact;
 using gpulab::testing::check_guards;
-using gpulab::testing::check_result;
+using gpulab::testing::check_within;
+using gpulab::testing::check_bitwise;
 using gpulab::testing::check_unmodified;
 
 namespace {
@@ -209,7 +210,7 @@ void run_vector_add(std::int64_t n, std::int64_t offset) {
   std::vector<float> want(static_cast<std::size_t>(n));
   for (std::size_t i = 0; i < want.size(); ++i) want[i] = a[i + offset] + b[i + offset];
   // One fp32 addition is correctly rounded on the GPU and the CPU alike: demand equality.
-  check_result(gpulab::compare_bitwise(got, want),
+  check_bitwise(got, want,
                "vector_add n=" + std::to_string(n) + (offset ? " offset=" + std::to_string(offset) : ""),
                "every i < n needs exactly one thread: check the grid covers n and the index is 64-bit");
   check_guards(dc, "c");
@@ -309,7 +310,7 @@ TEST_CASE("saxpy with a grid-stride loop", "[gpu][01.5]") {
           want[i] = ax + y[i + offset];
           bound[i] = 2.0 * kFp32UnitRoundoff * (std::fabs(ax) + std::fabs(y[i + offset]));
         }
-        check_result(gpulab::compare_within(got, want, bound),
+        check_within(got, want, bound,
                      "saxpy n=" + std::to_string(n) + " max_blocks=" + std::to_string(max_blocks) +
                          (offset ? " offset=1" : ""),
                      "with max_blocks = 1 there are only 256 threads: each must keep going, a whole grid's width at a time, until it passes n");
@@ -345,7 +346,7 @@ TEST_CASE("rgb_to_grey on awkward images", "[gpu][01.6]") {
       want[p] = r + g + b;
       bound[p] = 4.0 * kFp32UnitRoundoff * (std::fabs(r) + std::fabs(g) + std::fabs(b));
     }
-    check_result(gpulab::compare_within(dgrey.download(), want, bound),
+    check_within(dgrey.download(), want, bound,
                  "rgb_to_grey " + std::to_string(w) + "x" + std::to_string(h),
                  "pixel (x, y) is grey[y * width + x]; its colours are rgb[3 * pixel + 0..2]; test x < width and y < height");
     check_guards(dgrey, "grey");
@@ -414,7 +415,7 @@ void measure_streaming(const std::string& metric, double bytes_per_element, doub
   got.push_back(z[n - 1]);
   want.push_back(expected(x[n - 1], y[n - 1]));
   bound.push_back(bound_ulps * kFp32UnitRoundoff * (std::fabs(x[n - 1]) * 3.0 + std::fabs(y[n - 1])));
-  check_result(gpulab::compare_within(got, want, bound), metric + " (verified before timing)");
+  check_within(got, want, bound, metric + " (verified before timing)");
   check_guards(dz, "z");
 
   const gpulab::BenchResult r = gpulab::bench([&](cudaStream_t s) {

@@ -28,7 +28,8 @@ using gpulab::DeviceBuffer;
 using gpulab::Rng;
 using gpulab::testing::check_fact;
 using gpulab::testing::check_guards;
-using gpulab::testing::check_result;
+using gpulab::testing::check_within;
+using gpulab::testing::check_bitwise;
 using gpulab::testing::check_unmodified;
 
 namespace {
@@ -104,7 +105,7 @@ void check_transpose(TransposeFn fn, const std::string& name) {
     for (int r = 0; r < rows; ++r) {
       for (int c = 0; c < cols; ++c) want[static_cast<std::size_t>(c) * rows + r] = in[static_cast<std::size_t>(r) * cols + c];
     }
-    check_result(gpulab::compare_bitwise(dout.download(), want), name + " " + std::to_string(rows) + "x" + std::to_string(cols),
+    check_bitwise(dout.download(), want, name + " " + std::to_string(rows) + "x" + std::to_string(cols),
                  "out[c][r] = in[r][c], with out having `rows` columns; test both bounds of the tile (r < rows, c < cols)");
     check_guards(dout, "out");
     check_unmodified(din, in, "in");
@@ -183,7 +184,7 @@ void check_sum_rung(lab02::SumRung rung) {
       const double chain = std::min<double>(static_cast<double>(n), 4096.0 + std::log2(static_cast<double>(n)) + 1.0);
       const double bound = chain * gpulab::kFp32UnitRoundoff * magnitude;
       const float got = run_sum(rung, reals, threads);
-      check_result(gpulab::compare_within({got}, {sum}, {bound}), what + " (reals)",
+      check_within({got}, {sum}, {bound}, what + " (reals)",
                    "a NaN means the result was never written; a large error means elements were lost");
     }
   }
@@ -236,7 +237,7 @@ void check_histogram(HistogramFn fn, const std::string& name) {
       bins.fill_bytes(0xAB);  // the function must set every bin, not only add to it
       fn(ddata.data() + offset, n, bins.data(), nullptr);
       CUDA_CHECK(cudaDeviceSynchronize());
-      check_result(gpulab::compare_bitwise(bins.download(), want),
+      check_bitwise(bins.download(), want,
                    name + " n=" + std::to_string(n) + " " + kinds[kind] + (offset ? " at an odd address" : ""),
                    "bins start at zero (the function sets them); every byte adds exactly one (atomicAdd)");
       check_guards(bins, "bins");
@@ -334,7 +335,7 @@ TEST_CASE("reduction bandwidth", "[gpu][perf]") {
     magnitude += std::fabs(v);
   }
   const double bound = (4096.0 + std::log2(static_cast<double>(n)) + 1.0) * gpulab::kFp32UnitRoundoff * magnitude;
-  check_result(gpulab::compare_within(result.download(), {exact}, {bound}), "reduce_sum grid-stride (verified before timing)");
+  check_within(result.download(), {exact}, {bound}, "reduce_sum grid-stride (verified before timing)");
   const gpulab::BenchResult r = gpulab::bench([&](cudaStream_t s) {
     lab02::reduce_sum(lab02::SumRung::kGridStride, dx.data(), n, 256, scratch.data(), result.data(), s);
   });
@@ -362,7 +363,7 @@ TEST_CASE("histogram bandwidth", "[gpu][perf]") {
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<unsigned int> want(lab02::kBins, 0);
   for (auto b : data) ++want[b];
-  check_result(gpulab::compare_bitwise(bins.download(), want), "histogram_shared 256 MiB (verified before timing)");
+  check_bitwise(bins.download(), want, "histogram_shared 256 MiB (verified before timing)");
   const gpulab::BenchResult r = gpulab::bench([&](cudaStream_t s) { lab02::histogram_shared(ddata.data(), n, bins.data(), s); });
   gpulab::testing::record_performance("histogram_shared", gpulab::gb_per_s(static_cast<double>(n), r.median_ms), "GB/s read",
                                       memcpy_gbs_for(n), "D2D cudaMemcpy",

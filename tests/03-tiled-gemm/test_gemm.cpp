@@ -33,6 +33,7 @@ using gpulab::Rng;
 using gpulab::testing::check_fact;
 using gpulab::testing::check_guards;
 using gpulab::testing::check_result;
+using gpulab::testing::check_within;
 using gpulab::testing::check_unmodified;
 using lab03::Rung;
 using lab03::testing::reference_gemm;
@@ -104,7 +105,7 @@ TEST_CASE("fp64 reference reproduces known products", "[cpu]") {
     const std::vector<float> A = rng.uniform_vector(M * K, -1.0f, 1.0f), B = rng.uniform_vector(K * N, -1.0f, 1.0f);
     const auto e = reference_gemm(M, N, K, 1.0, A, B, 0.0, {});
     std::vector<float> rounded(e.value.begin(), e.value.end());
-    check_result(gpulab::compare_within(rounded, e.value, e.bound), "reference: the fp64 product rounded to fp32 is within the bound");
+    check_within(rounded, e.value, e.bound, "reference: the fp64 product rounded to fp32 is within the bound");
     // Drop the largest term of C[7][11] (a random term can be tiny: |a·b| under the bound about
     // one time in twenty, which would make this check flaky rather than strict).
     int largest = 0;
@@ -239,7 +240,7 @@ void check_rung(Rung rung) {
     const lab03::testing::Expected& e = d.expected;
     const std::vector<float> got_all = dC.download();
     const std::vector<float> got(got_all.begin() + off, got_all.end());
-    check_result(gpulab::compare_within(got, e.value, e.bound), what,
+    check_within(got, e.value, e.bound, what,
                  "bound: 2*(K+2)*2^-24*(|alpha|*(|A||B|)ij + |beta|*|C0ij|). NaN: an element never written (or C read "
                  "when beta = 0); small errors everywhere: a lost K remainder or a stale tile (a missing __syncthreads)");
     if (off) check_fact(got_all[0] == -7.0f, what + ": the float before C untouched", "it was overwritten");
@@ -402,7 +403,7 @@ TEST_CASE("cuBLAS SGEMM baseline agrees with fp64 and is not TF32", "[gpu]") {
     err2 += (c - dot) * (c - dot);
     ref2 += dot * dot;
   }
-  check_result(gpulab::compare_within(got, want, bound), "cuBLAS SGEMM " + shape_text(p.n, p.n, p.n) + " (512 sampled elements) against fp64");
+  check_within(got, want, bound, "cuBLAS SGEMM " + shape_text(p.n, p.n, p.n) + " (512 sampled elements) against fp64");
   const double rel = std::sqrt(err2 / ref2);
   char detail[160];
   std::snprintf(detail, sizeof detail, "normwise relative error %.2e on the sample (fp32 expected below 2e-5; TF32 near 5e-4)", rel);

@@ -34,7 +34,7 @@ using gpulab::DeviceBuffer;
 using gpulab::Rng;
 using gpulab::testing::check_fact;
 using gpulab::testing::check_guards;
-using gpulab::testing::check_result;
+using gpulab::testing::check_within;
 using gpulab::testing::check_unmodified;
 using lab04::Rung;
 
@@ -129,7 +129,7 @@ TEST_CASE("the fp64 yardstick and the tensor-core bound catch a lost k step", "[
       lost[i * N + j] = t;
     }
   }
-  check_result(gpulab::compare_within(fp32, e.value, e.bound), "an fp32 accumulation is within the tensor-core bound");
+  check_within(fp32, e.value, e.bound, "an fp32 accumulation is within the tensor-core bound");
   const gpulab::CompareResult r = gpulab::compare_within(lost, e.value, e.bound);
   check_fact(!r.ok(), "the same sums without the last 16 terms exceed it", "the bound would pass a lost k step: " + r.summary("lost"));
 }
@@ -180,7 +180,7 @@ void check_rung(Rung rung) {
     const Expected e = reference_hgemm(s.M, s.N, s.K, A, B);
     const std::vector<float> all = dC.download();
     const std::vector<float> got(all.begin() + off, all.end());
-    check_result(gpulab::compare_within(got, e.value, e.bound), what,
+    check_within(got, e.value, e.bound, what,
                  "bound: 2*(K+2)*2^-23*(|A||B|)ij. NaN: an element never written, or (emulator) a cp.async destination read before "
                  "its group was waited for; errors along a 16-row or 8-column band: a fragment index off by one lane or register");
     if (off) check_fact(all[0] == -7.0f, what + ": the float before C untouched", "it was overwritten");

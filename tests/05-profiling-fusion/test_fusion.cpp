@@ -32,7 +32,7 @@ using gpulab::DeviceBuffer;
 using gpulab::Rng;
 using gpulab::testing::check_fact;
 using gpulab::testing::check_guards;
-using gpulab::testing::check_result;
+using gpulab::testing::check_within;
 using gpulab::testing::check_unmodified;
 using lab05::Cost;
 using lab05::Softmax;
@@ -236,7 +236,7 @@ void check_softmax(Softmax variant) {
       b.push_back(bound[i]);
     }
     const std::string what = name + " " + shape(rows, cols);
-    check_result(gpulab::compare_within(g, w, b), what,
+    check_within(g, w, b, what,
                  "bound 2*(n + |x - max| + 4)*2^-24*y. NaN or inf on the huge row: exp without subtracting the max; a row of all NaN: "
                  "-inf - -inf; wrong only on long rows: the online path's rescaling");
     if (rows > 2) check_fact(nan_ok, what + ": a NaN in a row gives NaN", "the NaN row has finite outputs");
@@ -315,11 +315,11 @@ TEST_CASE("layernorm forward is right with Welford on offset data", "[gpu][05.3]
       }
     }
     const std::string what = "layernorm forward " + shape(s.rows, s.cols) + (s.offset != 0 ? " mean " + std::to_string(static_cast<int>(s.offset)) : "");
-    check_result(gpulab::compare_within(y.download(), want, bound), what,
+    check_within(y.download(), want, bound, what,
                  "far off only on the offset rows: the variance as E[x^2] - E[x]^2 (cancellation); use Welford and merge partial "
                  "(n, mean, M2) triples with Chan's formula");
-    check_result(gpulab::compare_within(mean.download(), want_mean, bound_mean), what + ": saved mean");
-    check_result(gpulab::compare_within(rstd.download(), want_rstd, bound_rstd), what + ": saved rstd = 1/sqrt(var + eps), biased var");
+    check_within(mean.download(), want_mean, bound_mean, what + ": saved mean");
+    check_within(rstd.download(), want_rstd, bound_rstd, what + ": saved rstd = 1/sqrt(var + eps), biased var");
     check_guards(y, "y");
     check_unmodified(x, d.x, "x");
   }
@@ -370,11 +370,11 @@ TEST_CASE("layernorm backward is right for dx dgamma and dbeta", "[gpu][05.4]") 
       bound_b[c] *= 2 * (s.rows + 16.0) * kU;
     }
     const std::string what = "layernorm backward " + shape(s.rows, s.cols) + (s.offset != 0 ? " mean " + std::to_string(static_cast<int>(s.offset)) : "");
-    check_result(gpulab::compare_within(dx.download(), want_dx, bound_dx), what + ": dx",
+    check_within(dx.download(), want_dx, bound_dx, what + ": dx",
                  "dx = rstd*(dy*gamma - mean(dy*gamma) - xhat*mean(dy*gamma*xhat)), both means over the row");
-    check_result(gpulab::compare_within(dgamma.download(), want_g, bound_g), what + ": dgamma",
+    check_within(dgamma.download(), want_g, bound_g, what + ": dgamma",
                  "dgamma = sum over rows of dy*xhat, written (not added to what was there); NaN: a column never written");
-    check_result(gpulab::compare_within(dbeta.download(), want_b, bound_b), what + ": dbeta", "dbeta = sum over rows of dy");
+    check_within(dbeta.download(), want_b, bound_b, what + ": dbeta", "dbeta = sum over rows of dy");
     check_guards(dx, "dx");
     check_guards(dgamma, "dgamma");
     check_unmodified(dy, d.dy, "dy");

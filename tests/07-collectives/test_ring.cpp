@@ -37,7 +37,8 @@ constexpr auto AllReduce = gpulab::dist::Collective::kAllReduce;
 using gpulab::dist::Communicator;
 using gpulab::dist::LearnerScope;
 using gpulab::testing::check_fact;
-using gpulab::testing::check_result;
+using gpulab::testing::check_within;
+using gpulab::testing::check_bitwise;
 
 namespace {
 
@@ -152,7 +153,7 @@ TEST_CASE("ring_reduce_scatter leaves each rank the sum of its chunk", "[cpu][07
     const std::vector<float> all = data.values();
     const std::vector<float> got(all.begin() + static_cast<std::ptrdiff_t>(mine.offset),
                                  all.begin() + static_cast<std::ptrdiff_t>(mine.offset + mine.count));
-    check_result(gpulab::compare_bitwise(got, want), "reduce-scatter chunk " + std::to_string((r + 1) % w) + " " + label(n, w),
+    check_bitwise(got, want, "reduce-scatter chunk " + std::to_string((r + 1) % w) + " " + label(n, w),
                  "at step s rank r sends chunk (r − s) mod W and adds what it receives into chunk (r − s − 1) mod W");
     check_fact(data.check_guards().intact, "reduce-scatter guard bands " + label(n, w), data.check_guards().describe("data"),
                "chunks must stay inside [0, n)");
@@ -184,7 +185,7 @@ TEST_CASE("ring_all_gather gives every rank every chunk", "[cpu][07.2][07.4]") {
       lab07::ring_all_gather(*comm, data.data(), n);
       check_requests(*comm, "ring_all_gather");
     }
-    check_result(gpulab::compare_bitwise(data.values(), want), "all-gather " + label(n, w),
+    check_bitwise(data.values(), want, "all-gather " + label(n, w),
                  "at step s rank r forwards chunk (r + 1 − s) mod W and stores chunk (r − s) mod W in place");
     check_fact(data.check_guards().intact, "all-gather guard bands " + label(n, w), data.check_guards().describe("data"),
                "chunks must stay inside [0, n)");
@@ -224,7 +225,7 @@ TEST_CASE("ring_allreduce matches the exact sum and the library", "[cpu][07.5]")
       }
       std::vector<double> bound(n);
       for (std::size_t i = 0; i < n; ++i) bound[i] = std::max(1, w - 1) * gpulab::kFp32UnitRoundoff * magnitude[i];
-      check_result(gpulab::compare_within(got, exact, bound), what,
+      check_within(got, exact, bound, what,
                    "the sum must include every rank's chunk exactly once: check the step count (W − 1) and chunk indices");
       // Against the library all-reduce (outside the learner's scope): two orders of summation,
       // so twice the bound.
@@ -232,8 +233,8 @@ TEST_CASE("ring_allreduce matches the exact sum and the library", "[cpu][07.5]")
       if (n > 0) comm->allreduce_sum(library.data(), library.data(), n);
       std::vector<double> library_d(library.begin(), library.end()), twice(bound);
       for (double& b : twice) b *= 2.0;
-      check_result(gpulab::compare_within(got, library_d, twice), what + " vs library");
-      if (!in_place) check_result(gpulab::compare_bitwise(send.values(), mine), what + ": send buffer unmodified");
+      check_within(got, library_d, twice, what + " vs library");
+      if (!in_place) check_bitwise(send.values(), mine, what + ": send buffer unmodified");
       const gpulab::GuardReport send_guards = send.check_guards(), recv_guards = recv.check_guards();
       check_fact(send_guards.intact && recv_guards.intact, what + " guard bands",
                  send_guards.intact ? recv_guards.describe("recv") : send_guards.describe("send"), "stay inside [0, n)");
@@ -256,12 +257,12 @@ TEST_CASE("ring_allreduce is exact on integers and identical on every rank", "[c
       const std::vector<float> in = input_of(k, n, "int", true);
       for (std::size_t i = 0; i < n; ++i) want[i] += in[i];
     }
-    check_result(gpulab::compare_bitwise(data, want), "integer all-reduce " + label(n, w),
+    check_bitwise(data, want, "integer all-reduce " + label(n, w),
                  "integer sums are exact: any difference is a chunk added twice, or never");
     // Bitwise agreement: rank 0's result, sent to all (harness broadcast, not counted).
     std::vector<float> first(data);
     if (n > 0) PMPI_Bcast(first.data(), static_cast<int>(n), MPI_FLOAT, 0, MPI_COMM_WORLD);
-    check_result(gpulab::compare_bitwise(data, first), "integer all-reduce " + label(n, w) + ": same bits as rank 0",
+    check_bitwise(data, first, "integer all-reduce " + label(n, w) + ": same bits as rank 0",
                  "every rank must end with the very bytes its chunk's owner computed");
   }
 }
@@ -364,7 +365,7 @@ TEST_CASE("ring_allreduce bandwidth", "[cpu][perf]") {
     check_requests(*comm, "ring_allreduce");
   }
   comm->allreduce_sum(data.data(), library.data(), n);
-  check_result(gpulab::compare_bitwise(ours, library), "ring_allreduce 64 MiB (verified before timing)");
+  check_bitwise(ours, library, "ring_allreduce 64 MiB (verified before timing)");
 
   const auto ring = gpulab::dist::time_collective([&] { lab07::ring_allreduce(*comm, data.data(), ours.data(), n); });
   const double t_ring = ring.median_s;
@@ -422,7 +423,7 @@ TEST_CASE("ring_allreduce on device buffers with each backend", "[gpu][07.5]") {
         const std::vector<float> in = input_of(k, n, "device", true);
         for (std::size_t i = 0; i < n; ++i) want[i] += in[i];
       }
-      check_result(gpulab::compare_bitwise(data.download(), want), "device all-reduce (" + name + ") " + label(n, w),
+      check_bitwise(data.download(), want, "device all-reduce (" + name + ") " + label(n, w),
                    "use comm.add / comm.copy / comm.scratch: they work on device memory, a host loop does not");
       check_fact(data.check_guards().intact, "device all-reduce (" + name + ") guard bands " + label(n, w),
                  data.check_guards().describe("data"), "stay inside [0, n)");
@@ -450,7 +451,7 @@ TEST_CASE("ring_allreduce bandwidth on device buffers", "[gpu][perf]") {
     check_requests(*comm, "ring_allreduce");
   }
   comm->allreduce_sum(data.data(), library.data(), n);
-  check_result(gpulab::compare_bitwise(ours.download(), library.download()), "device ring_allreduce 64 MiB (verified before timing)");
+  check_bitwise(ours.download(), library.download(), "device ring_allreduce 64 MiB (verified before timing)");
   const auto ring = gpulab::dist::time_collective([&] { lab07::ring_allreduce(*comm, data.data(), ours.data(), n); });
   const double t_lib = gpulab::dist::time_collective([&] { comm->allreduce_sum(data.data(), library.data(), n); }).median_s;
   double staged_busbw = 0.0;

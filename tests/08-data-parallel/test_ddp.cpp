@@ -35,6 +35,8 @@
 using gpulab::dist::Backend;
 using gpulab::dist::Communicator;
 using gpulab::testing::check_fact;
+using gpulab::testing::flattened;
+using gpulab::testing::send_bitwise;
 namespace nn = gpulab::nn;
 
 namespace {
@@ -280,8 +282,9 @@ void check_equivalence(Communicator& comm, const Run& run, const std::string& hi
   const std::vector<std::vector<float>> ddp = train_ddp(comm, run, logs);
   const std::vector<std::vector<float>> single = train_simulated(run, comm.size());
   const std::string diff = first_difference(ddp, single, Trainee(run));
-  check_fact(diff.empty(), where(run.describe() + ": " + std::to_string(run.steps) + " steps equal one process bit for bit", comm.size()),
-             diff.empty() ? "equal" : diff, hint);
+  const std::string what = where(run.describe() + ": " + std::to_string(run.steps) + " steps equal one process bit for bit", comm.size());
+  send_bitwise(what, flattened(ddp), flattened(single));
+  check_fact(diff.empty(), what, diff.empty() ? "equal" : diff, hint);
   (void)all_ranks(true);
 }
 
@@ -461,7 +464,9 @@ TEST_CASE("Reducer with no_sync: gradient accumulation over 3 micro-batches equa
   run.first_bucket = run.bucket_cap = kSmallCap;
   std::vector<StepLog> logs;
   const auto ddp = train_ddp(*comm, run, logs);
-  const std::string diff = first_difference(ddp, train_simulated(run, comm->size()), Trainee(run));
+  const auto single = train_simulated(run, comm->size());
+  const std::string diff = first_difference(ddp, single, Trainee(run));
+  send_bitwise(where(run.describe() + ": equal one process bit for bit", comm->size()), flattened(ddp), flattened(single));
   check_fact(diff.empty(), where(run.describe() + ": equal one process bit for bit", comm->size()), diff.empty() ? "equal" : diff,
              "with sync off, grad_ready and backward_done do nothing: the gradients accumulate locally");
   const std::size_t buckets = lab08::Reducer(*comm, Trainee(run).params, run.first_bucket, run.bucket_cap).buckets().size();

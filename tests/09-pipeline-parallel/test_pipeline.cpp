@@ -44,6 +44,8 @@
 using gpulab::dist::Backend;
 using gpulab::dist::Communicator;
 using gpulab::testing::check_fact;
+using gpulab::testing::flattened;
+using gpulab::testing::send_bitwise;
 using lab09::Action;
 using lab09::Op;
 using lab09::Schedule;
@@ -683,6 +685,14 @@ Outcome one_process(const Shape& shape, const std::vector<std::size_t>& bounds, 
 }
 
 /// "" or the first parameter and element where @p got and @p want differ.
+/// A rank's gradients then values, in one array (what its checks compare, for the grader).
+std::vector<float> grads_and_values(const Outcome& o) {
+  std::vector<float> all = flattened(o.grads);
+  const std::vector<float> values = flattened(o.values);
+  all.insert(all.end(), values.begin(), values.end());
+  return all;
+}
+
 std::string first_difference(const Outcome& got, const Outcome& want) {
   if (got.values.size() != want.values.size()) return "this rank holds " + std::to_string(got.values.size()) + " parameters, expected " + std::to_string(want.values.size());
   for (std::size_t k = 0; k < want.values.size(); ++k) {
@@ -719,8 +729,9 @@ TEST_CASE("run_schedule: GPipe and 1F1B steps equal one process bit for bit", "[
       const Outcome got = pipelined(*comm, kSmall, bounds, s, 1, m, {});
       const Outcome want = one_process(kSmall, bounds, p, 1, r, m, nn::Device::kHost);
       const std::string diff = !got.error.empty() ? got.error : !got.optimizer.empty() ? got.optimizer : first_difference(got, want);
-      check_fact(diff.empty(), at(std::string(name) + " step: gradients and weights on rank " + std::to_string(r), p, m),
-                 diff.empty() ? "equal to one process bit for bit" : diff, kGradientHint);
+      const std::string what = at(std::string(name) + " step: gradients and weights on rank " + std::to_string(r), p, m);
+      send_bitwise(what, grads_and_values(got), grads_and_values(want));
+      check_fact(diff.empty(), what, diff.empty() ? "equal to one process bit for bit" : diff, kGradientHint);
       if (r == p - 1) {
         check_fact(got.loss == want.loss, at(std::string(name) + " step: the loss the last stage returns", p, m),
                    fmt(got.loss, 9) + ", one process " + fmt(want.loss, 9), "the mean of the micro-batches' losses");
@@ -738,6 +749,7 @@ TEST_CASE("run_schedule: your executor on the tests' interleaved schedule equals
     const Outcome got = pipelined(*comm, kSmall, bounds, spec_interleaved(r, p, v, m), v, m, {});
     const Outcome want = one_process(kSmall, bounds, p, v, r, m, nn::Device::kHost);
     const std::string diff = !got.error.empty() ? got.error : !got.optimizer.empty() ? got.optimizer : first_difference(got, want);
+    send_bitwise(at("interleaved (v=2) step: gradients and weights on rank " + std::to_string(r), p, m), grads_and_values(got), grads_and_values(want));
     check_fact(diff.empty(), at("interleaved (v=2) step: gradients and weights on rank " + std::to_string(r), p, m), diff.empty() ? "equal to one process bit for bit" : diff,
                "chunk c of rank r is virtual stage c·p + r: its activation goes to rank (r + 1) mod p, chunk c + (r + 1) / p");
   }
@@ -1212,6 +1224,7 @@ TEST_CASE("run_schedule on device tensors with each device backend", "[gpu][09.4
     const Outcome got = pipelined(*comm, kSmall, bounds, spec_1f1b(r, p, m), 1, m, mode);
     const Outcome want = one_process(kSmall, bounds, p, 1, r, m, nn::Device::kGpu);
     const std::string diff = got.error.empty() ? first_difference(got, want) : got.error;
+    send_bitwise(at("1F1B on device tensors (" + name + ") on rank " + std::to_string(r), p, m), grads_and_values(got), grads_and_values(want));
     check_fact(diff.empty(), at("1F1B on device tensors (" + name + ") on rank " + std::to_string(r), p, m), diff.empty() ? "equal bit for bit" : diff,
                "allocate receive buffers on the inputs' device (nn::Tensor(rows, cols, device))");
     (void)all_ranks(true);

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gpulab/compare.hpp"
@@ -43,6 +44,83 @@ inline void check_result(const CompareResult& r, const std::string& what,
   report::record(rec);
   INFO(r.summary(what));
   CHECK(r.ok());
+}
+
+/// The name of an element type in an output record ("f32", "u16", ...), as the grader reads it;
+/// another type (__half, __nv_bfloat16, an fp8 byte) is its bits ("u16", "u8"), compared bit for bit.
+template <class T>
+constexpr const char* element_type() {
+  static_assert(std::is_trivially_copyable_v<T> && (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8),
+                "outputs are arrays of numbers");
+  if constexpr (!std::is_arithmetic_v<T>) {
+    return sizeof(T) == 1 ? "u8" : sizeof(T) == 2 ? "u16" : sizeof(T) == 4 ? "u32" : "u64";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "fp32 or fp64");
+    return sizeof(T) == 4 ? "f32" : "f64";
+  } else if constexpr (std::is_signed_v<T>) {
+    return sizeof(T) == 1 ? "i8" : sizeof(T) == 2 ? "i16" : sizeof(T) == 4 ? "i32" : "i64";
+  } else {
+    return sizeof(T) == 1 ? "u8" : sizeof(T) == 2 ? "u16" : sizeof(T) == 4 ? "u32" : "u64";
+  }
+}
+
+/// Sends a check's values out of the process (gpulab::report::output): the values under test
+/// always, what they were compared with only in the reference's run. The grader compares a
+/// submission's values with the reference's run on the same inputs, after both processes ended,
+/// so a verdict does not rest on what the process under test said about itself.
+template <class T>
+void send_output(const std::string& what, const char* compare, const std::vector<T>& got, const std::vector<T>* want,
+                 const std::vector<double>* want_f64 = nullptr, const std::vector<double>* bound = nullptr) {
+  const report::Outputs wanted = report::outputs_wanted();
+  if (wanted == report::Outputs::kNone) return;
+  std::vector<report::Block> blocks = {{got.data(), got.size() * sizeof(T)}};
+  nlohmann::json header = {{"check", what}, {"compare", compare}, {"type", element_type<T>()}, {"count", got.size()}, {"parts", {"got"}}};
+  if (wanted == report::Outputs::kAll) {
+    if (want != nullptr) {
+      blocks.push_back({want->data(), want->size() * sizeof(T)});
+      header["parts"].push_back("want");
+    }
+    if (want_f64 != nullptr) {
+      blocks.push_back({want_f64->data(), want_f64->size() * sizeof(double)});
+      header["parts"].push_back("want");
+    }
+    if (bound != nullptr) {
+      blocks.push_back({bound->data(), bound->size() * sizeof(double)});
+      header["parts"].push_back("bound");
+    }
+  }
+  report::output(header, blocks);
+}
+
+/// |got[i] − want[i]| ≤ bound[i] for every i (gpulab::compare_within), recorded, CHECKed, and its
+/// values sent out for the grader to compare outside the process.
+inline void check_within(const std::vector<float>& got, const std::vector<double>& want, const std::vector<double>& bound,
+                         const std::string& what, const std::string& hint = "") {
+  send_output<float>(what, "within", got, nullptr, &want, &bound);
+  check_result(compare_within(got, want, bound), what, hint);
+}
+
+/// Bitwise equality (gpulab::compare_bitwise), recorded, CHECKed, and its values sent out.
+template <class T>
+void check_bitwise(const std::vector<T>& got, const std::vector<T>& want, const std::string& what, const std::string& hint = "") {
+  send_output<T>(what, "bitwise", got, &want);
+  check_result(compare_bitwise(got, want), what, hint);
+}
+
+/// Sends the values behind a check_fact that holds @p got to @p want bit for bit (a model's
+/// parameters after k steps against one process), for the grader to compare again outside the
+/// process; the fact's message stays the test's own.
+template <class T>
+void send_bitwise(const std::string& what, const std::vector<T>& got, const std::vector<T>& want) {
+  send_output<T>(what, "bitwise", got, &want);
+}
+
+/// One array of all of @p parts, in order (a model's tensors, for send_bitwise).
+template <class T>
+std::vector<T> flattened(const std::vector<std::vector<T>>& parts) {
+  std::vector<T> all;
+  for (const auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+  return all;
 }
 
 /// Records a plain pass/fail fact with a message, and CHECKs it.

@@ -9,6 +9,7 @@
 /// that was running.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,24 @@ void set_rank(int rank);
 
 /// Appends @p record (an object) with "case" set; returns what was written.
 nlohmann::json record(nlohmann::json record);
+
+/// Which of a check's values this process sends beside its records (GPULAB_OUTPUTS, set by the
+/// grader, and only where the records go to a descriptor): none; the values under test ("got",
+/// a submission's run); or those and what they were compared with ("all", the reference's run,
+/// whose expected values and bounds the grader then holds the submission's to).
+enum class Outputs { kNone, kGot, kAll };
+Outputs outputs_wanted();
+
+/// One block of a check's values: raw bytes.
+struct Block {
+  const void* data;
+  std::size_t bytes;
+};
+
+/// Appends @p header (an object, "kind": "output") with "case" set, followed by @p blocks: each a
+/// line `@blob <bytes>` and the bytes, which gpulab-launch takes out of the records into a file
+/// the grader reads once the process has ended. Nothing is written unless outputs_wanted() says so.
+void output(nlohmann::json header, const std::vector<Block>& blocks);
 
 /// Every record written by this process so far (for unit tests).
 const std::vector<nlohmann::json>& records();

@@ -169,6 +169,7 @@ void read_frames(CaseRun& run, const std::vector<std::pair<std::string, nlohmann
   }
   for (const auto& [who, frame] : frames) {
     // The records, in the order the runner wrote them; the runner's "end" record is its last word.
+    const std::size_t first = run.records.size();
     std::istringstream lines(frame.value("records", ""));
     bool ended = false;
     int after_end = 0;
@@ -180,6 +181,19 @@ void read_frames(CaseRun& run, const std::vector<std::pair<std::string, nlohmann
       if (rec.is_object() && rec.value("kind", "") == "end" && rec.value("token", "") == run.token) ended = true;
       run.records.push_back(std::move(rec));
     }
+    // The checked values: each block belongs to the record just before it (an output record).
+    const nlohmann::json file = frame.value("outputs", nlohmann::json());
+    for (const auto& blob : frame.value("blobs", nlohmann::json::array())) {
+      const std::size_t before = blob.value("record", std::size_t{0});
+      if (before == 0 || first + before > run.records.size()) continue;
+      nlohmann::json& owner = run.records[first + before - 1];
+      if (!owner.is_object()) continue;
+      nlohmann::json where = blob;
+      where.erase("record");
+      where["file"] = file;
+      owner["blobs"].push_back(std::move(where));
+    }
+    if (frame.value("outputs_cut", false)) run.problems.push_back(who + " sent more checked values than the grader keeps (8 GiB), or they could not be written; the rest was cut");
     if (after_end > 0) {
       run.problems.push_back(who + " wrote " + std::to_string(after_end) +
                              " record(s) after the test runner's last one (from a static destructor or an exit handler, once every case had ended): "
@@ -222,6 +236,17 @@ CaseRun run_case(const RunSpec& spec) {
       box.show.push_back(spec.confine->launcher.string());
       if (spec.ranks > 0) box.writable.push_back((spec.log_dir / (spec.stem + "-ranks")).string());
       o.sandbox = &box;
+    }
+    if (!spec.outputs.empty()) {
+      // The launcher makes each process's file of checked values here (one per rank), before the
+      // program starts; the grader reads them once every process has ended.
+      const fs::path outputs = spec.log_dir / (spec.stem + "-outputs");
+      std::error_code ec;
+      fs::remove_all(outputs, ec);
+      fs::create_directories(outputs, ec);
+      command.insert(command.begin() + 1, {"--outputs", outputs.string()});
+      o.env["GPULAB_OUTPUTS"] = spec.outputs;
+      if (o.sandbox != nullptr) box.writable.push_back(outputs.string());
     }
   } else {
     fs::remove(report);
@@ -471,6 +496,12 @@ Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, co
   check.hints.assign(hints.begin(), hints.end());
   check.data["process"] = p.describe();
   check.data["records"] = run.records;
+  // The values its checks compared, for the grader to judge outside the process (outputs.hpp).
+  nlohmann::json outputs = nlohmann::json::array();
+  for (const auto& rec : run.records) {
+    if (rec.is_object() && rec.value("kind", "") == "output") outputs.push_back(rec);
+  }
+  check.data["outputs"] = std::move(outputs);
   return check;
 }
 

@@ -54,6 +54,10 @@ struct RunSpec {
   std::string stem;               ///< file name stem for this run's logs ("case-3")
   std::map<std::string, std::string> env;  ///< added to the environment (e.g. GPULAB_SMALL)
   const Confinement* confine = nullptr;    ///< nullptr: the program runs as it is, its records in <stem>.jsonl
+  /// Under a confinement, the values the case's checks compared come back (GPULAB_OUTPUTS): "got"
+  /// those under test (a submission), "all" those and what they were compared with (the
+  /// reference), "" none. They land in <stem>-outputs/ and are listed in the output records.
+  std::string outputs;
 };
 
 /// Runs it; writes <stem>.log (all output, each frame shortened to its size). Under a confinement,

@@ -104,7 +104,7 @@ int emulate_command(const Paths& paths, const GradeOptions& options) {
   for (const CaseInfo& c : parse_case_list(listed.output)) {
     if (!emulable(c)) continue;
     if (!options.cases.empty() && std::find(options.cases.begin(), options.cases.end(), c.name) == options.cases.end()) continue;
-    RunSpec spec{"", c.name, 0, in.case_timeout(), in.seed, in.log_dir, runs.next_stem(), {}, {}};
+    RunSpec spec{"", c.name, 0, in.case_timeout(), in.seed, in.log_dir, runs.next_stem(), {}, {}, ""};
     JudgeContext judge;
     judge.timeout_s = spec.timeout_s;
     judge.gpu_missing = "the CPU emulator";

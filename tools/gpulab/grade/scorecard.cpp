@@ -136,11 +136,26 @@ void Scorecard::print_summary(const std::string& not_run_reason) const {
   if (usage) *out_ << " [--case must name one test case]";
   else if (n.not_run > 0 && !not_run_reason.empty()) *out_ << " [" << not_run_reason << "]";
   *out_ << "  →  exit " << exit_code() << '\n';
+  if (const Outside o = outside(); o.passed > 0) {
+    *out_ << "  judged outside the test process by their values: " << o.judged << " of " << o.passed << " passed cases";
+    if (o.judged < o.passed) *out_ << " (the others' checks send no values: README.md, \"The grader\", known limits)";
+    *out_ << '\n';
+  }
   if (n.failed == 0 && n.not_run > 0 && !usage) {
     *out_ << "  The checks marked N/A or EMU could not run on a GPU here; none of them is counted as passed.\n"
              "  ./gpulab doctor shows what this machine lacks; grade where it is present to complete the grade.\n";
   }
   out_->flush();
+}
+
+Scorecard::Outside Scorecard::outside() const {
+  Outside o;
+  for (const Check& c : checks_) {
+    if ((c.status != Status::kPass && c.status != Status::kEmuPass) || !c.data.contains("outside")) continue;
+    ++o.passed;
+    if (c.data["outside"].value("compared", 0) > 0) ++o.judged;
+  }
+  return o;
 }
 
 nlohmann::json Scorecard::to_json() const {
@@ -154,7 +169,8 @@ nlohmann::json Scorecard::to_json() const {
           {"exit_code", exit_code()},
           {"summary",
            {{"passed", n.passed}, {"failed", n.failed}, {"not_run", n.not_run}, {"stretch_not_reached", n.stretch},
-            {"emulated_ok", n.emulated_ok}, {"emulated_not_run", n.emulated_not_run}}}};
+            {"emulated_ok", n.emulated_ok}, {"emulated_not_run", n.emulated_not_run},
+            {"judged_outside", outside().judged}, {"passed_cases_judged", outside().passed}}}};
 }
 
 }  // namespace gpulab::cli

@@ -73,6 +73,12 @@ class Scorecard {
   const std::vector<Check>& checks() const { return checks_; }
   bool failed() const { return counts().failed > 0; }
   Counts counts() const;
+  /// Passed correctness cases (natively or on the emulator), and those of them whose values were
+  /// also judged outside the test process (grade/outputs.hpp).
+  struct Outside {
+    int passed = 0, judged = 0;
+  };
+  Outside outside() const;
   /// 0 every check ran and passed; 1 something failed; 2 nothing failed but some checks did not run.
   int exit_code() const;
   /// The result line ("result: 8 passed, 0 failed, 5 not run here → exit 2") and what N/A means.

@@ -7,6 +7,7 @@
 #include "base/process.hpp"
 #include "grade/emulation.hpp"
 #include "grade/grade_stages.hpp"
+#include "grade/outputs.hpp"
 
 namespace gpulab::cli {
 namespace {
@@ -57,10 +58,11 @@ std::optional<std::vector<CaseInfo>> list_cases(const GradeInputs& in, Scorecard
   return chosen;
 }
 
-/// Runs @p c on @p exe (natively, or on the emulator) and judges it.
+/// Runs @p c on @p exe (natively, or on the emulator) and judges it; @p outputs: which of its
+/// checks' values come back (RunSpec::outputs).
 Check run_and_judge(const GradeInputs& in, LearnerRuns& runs, const CaseInfo& c, const std::string& exe, int w, bool emulated,
-                    const JudgeContext& judge) {
-  RunSpec spec{exe, c.name, w, judge.timeout_s, in.seed, in.log_dir, runs.next_stem(), {}, &runs.confinement()};
+                    const JudgeContext& judge, const std::string& outputs = "") {
+  RunSpec spec{exe, c.name, w, judge.timeout_s, in.seed, in.log_dir, runs.next_stem(), {}, &runs.confinement(), outputs};
   return emulated ? emulate_case(c, exe, in.lab, spec, judge) : judge_case(c, run_case(spec), in.lab, judge);
 }
 
@@ -81,32 +83,64 @@ const ReferenceRun* reference_run(const GradeInputs& in, Built& built, LearnerRu
   return profile.find(key);
 }
 
+bool passed(const Check& check) { return check.status == Status::kPass || check.status == Status::kEmuPass; }
+
+/// A passed case, judged again by its values outside the process (outputs.hpp): @p submission's
+/// against @p reference's (the same check when the reference is what is graded). A value that
+/// does not hold fails the case, whatever the process's own checks said.
+void judge_outside(Check& check, const Check& reference, bool emulated) {
+  const OutsideVerdict v = judge_outputs(check.data.value("outputs", nlohmann::json::array()), reference.data.value("outputs", nlohmann::json::array()));
+  check.data["outside"] = {{"compared", v.compared}};
+  if (v.problems.empty()) return;
+  check.status = emulated ? Status::kEmuFail : Status::kFail;
+  check.details = v.problems;
+  check.hints = {"every check's values leave the test process and the grader compares them again, with the reference's run on the same "
+                 "inputs (README.md, \"The grader\"): a case passes by the values computed, not by what the process says of them"};
+}
+
 /// One case at one width: the learner's run, judged against the reference's.
 Check graded_case(const GradeInputs& in, Built& built, LearnerRuns& runs, const CaseInfo& c, int w, bool emulated) {
   JudgeContext judge;
   judge.gpu_missing = built.gpu_missing;
   const std::string exe = emulated ? in.lab.build.variant(built.emulator)->exe : in.build().exe;
+  ReferenceProfile& profile = emulated ? built.emu_profile : built.profile;
+  const std::string key = ReferenceProfile::key(c.name, w, emulated);
   if (in.graded_is_reference()) {
+    // The reference graded: its values are held to what it compared them with, outside it.
     judge.timeout_s = in.case_timeout();
-    Check check = run_and_judge(in, runs, c, exe, w, emulated, judge);
-    if (check.status == Status::kPass || check.status == Status::kEmuPass) {
-      (emulated ? built.emu_profile : built.profile)
-          .put(ReferenceProfile::key(c.name, w, emulated), {check.data.value("assertions", -1L), check.seconds / (emulated ? 2.0 : 1.0), in.seed});
+    Check check = run_and_judge(in, runs, c, exe, w, emulated, judge, "all");
+    if (passed(check)) {
+      profile.put(key, {check.data.value("assertions", -1L), check.seconds / (emulated ? 2.0 : 1.0), in.seed});
+      judge_outside(check, check, emulated);
     }
     return check;
   }
   const ReferenceRun* reference = reference_run(in, built, runs, c, w, emulated, false);
   judge.timeout_s = in.options.timeout_s > 0 ? in.options.timeout_s : in.limit_for(reference);
   judge.reference_assertions = reference != nullptr ? reference->assertions : -1;
-  Check check = run_and_judge(in, runs, c, exe, w, emulated, judge);
+  Check check = run_and_judge(in, runs, c, exe, w, emulated, judge, "got");
   if (check.data.value("fewer_assertions", false) && reference->seed != in.seed) {
     // The cached count came from another seed: count the reference's checks on this one.
     reference = reference_run(in, built, runs, c, w, emulated, true);
     judge.reference_assertions = reference != nullptr ? reference->assertions : -1;
-    check = run_and_judge(in, runs, c, exe, w, emulated, judge);
+    check = run_and_judge(in, runs, c, exe, w, emulated, judge, "got");
   }
   if (check.data.value("hung", false) && !emulated && reference != nullptr && in.options.timeout_s <= 0) {
     check.details.front() += " (the limit: " + describe_limit(reference->seconds, kLimitFloorS, in.case_timeout()) + ")";
+  }
+  if (passed(check)) {
+    // The trusted run: the reference on the same case, seed and ranks, sending what it compared
+    // with and the bounds; it also brings the profile's figures up to this seed.
+    JudgeContext trusted;
+    trusted.gpu_missing = built.gpu_missing;
+    trusted.timeout_s = in.case_timeout();
+    const Check ran = run_and_judge(in, runs, c, in.lab.build.variant(emulated ? "emu_ref" : "ref")->exe, w, emulated, trusted, "all");
+    if (passed(ran)) {
+      profile.put(key, {ran.data.value("assertions", -1L), ran.seconds / (emulated ? 2.0 : 1.0), in.seed});
+      judge_outside(check, ran, emulated);
+    } else {
+      check.data["outside"] = {{"compared", 0}, {"not_judged", "the reference's own run on this seed did not pass (" + ran.data.value("process", std::string("?")) + ")"}};
+    }
   }
   return check;
 }

@@ -99,7 +99,7 @@ Check measure_case(const GradeInputs& in, const Built& built, const Diagnosis& d
       if (!mine && in.graded_is_reference()) continue;
       const double limit = mine && !in.graded_is_reference() ? derived_limit(reference_s, 10.0, kPerfLimitS) : kPerfLimitS;
       RunSpec run{mine ? in.build().exe : in.reference().exe, c.name, in.perf_width(), limit, in.seed, in.log_dir, runs.next_stem(), {},
-                  &runs.confinement()};
+                  &runs.confinement(), ""};
       const CaseRun r = run_case(run);
       check.seconds += r.process.seconds;
       if (!mine) reference_s = r.process.seconds;

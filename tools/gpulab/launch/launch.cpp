@@ -1,13 +1,15 @@
 /// @file launch.cpp
 /// @brief gpulab-launch: the trusted parent of one process under test (see README.md).
 ///
-///     gpulab-launch [--no-seccomp] [--cpu-seconds S] -- PROGRAM ARGS...
+///     gpulab-launch [--no-seccomp] [--cpu-seconds S] [--outputs DIR] -- PROGRAM ARGS...
 ///     gpulab-launch --features      (prints "seccomp", or "no-seccomp: why")
 ///
 /// Runs PROGRAM with its records on descriptor 3 (GPULAB_REPORT_FD=3), under a seccomp filter
 /// where it was built with libseccomp, and when it has ended (and everything it left running is
 /// killed) writes one frame line to standard output and exits as PROGRAM did (the same code, or
-/// the same signal), so that mpirun and the grader see the program's own ending.
+/// the same signal), so that mpirun and the grader see the program's own ending. The values the
+/// program's checks compared (`@blob` blocks among its records) go to a file in DIR, each listed in
+/// the frame with its place and hash; without --outputs they are hashed and dropped.
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -20,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -27,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -46,15 +50,17 @@ namespace {
 
 constexpr int kRecordsFd = 3;                     ///< where the test program's runner writes its records
 constexpr std::size_t kMaxRecords = 64u << 20;    ///< bytes of records kept; more is cut and said so
+constexpr std::uint64_t kMaxOutputs = 8ull << 30;  ///< bytes of checked values kept; more is cut and said so
 
 struct Options {
   bool seccomp = true;
   long cpu_seconds = 0;  ///< 0: no CPU-time limit
+  std::string outputs;   ///< the folder for the checked values ("": hashed, not kept)
   std::vector<char*> program;
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "gpulab-launch: %s\nusage: gpulab-launch [--no-seccomp] [--cpu-seconds S] -- PROGRAM ARGS...\n", why);
+  std::fprintf(stderr, "gpulab-launch: %s\nusage: gpulab-launch [--no-seccomp] [--cpu-seconds S] [--outputs DIR] -- PROGRAM ARGS...\n", why);
   std::exit(2);
 }
 
@@ -75,6 +81,8 @@ Options parse(int argc, char** argv) {
       o.seccomp = false;
     } else if (std::strcmp(argv[i], "--cpu-seconds") == 0 && i + 1 < argc) {
       o.cpu_seconds = std::atol(argv[++i]);
+    } else if (std::strcmp(argv[i], "--outputs") == 0 && i + 1 < argc) {
+      o.outputs = argv[++i];
     } else {
       usage("unknown option");
     }
@@ -108,6 +116,96 @@ bool write_all(int fd, const std::string& text) {
   }
   return true;
 }
+
+/// The program's records as they arrive: JSON lines, among which a line `@blob <n>` is followed by
+/// n bytes of checked values (gpulab::report::output). The lines are kept for the frame; the
+/// values go to the outputs file, each block listed with the number of record lines before it
+/// (the record it belongs to is the one just before), its offset, size and hash.
+class RecordStream {
+ public:
+  explicit RecordStream(int outputs_fd) : out_fd_(outputs_fd) {}
+
+  void feed(const char* data, std::size_t n) {
+    while (n > 0) {
+      if (blob_left_ > 0) {
+        const std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(n, blob_left_));
+        take_blob(data, k);
+        data += k;
+        n -= k;
+        continue;
+      }
+      const char* newline = static_cast<const char*>(std::memchr(data, '\n', n));
+      const std::size_t k = newline != nullptr ? static_cast<std::size_t>(newline - data) + 1 : n;
+      if (text_.size() + k > kMaxRecords) {
+        cut_ = true;
+        return;  // nothing more is read as records or values
+      }
+      text_.append(data, k);
+      data += k;
+      n -= k;
+      if (newline != nullptr) end_line();
+    }
+  }
+
+  const std::string& text() const { return text_; }
+  bool cut() const { return cut_; }
+  nlohmann::json blobs() const {
+    nlohmann::json all = blobs_;
+    if (blob_left_ > 0 && !all.empty()) all.back()["short_by"] = blob_left_;  // the program ended mid-block
+    return all;
+  }
+  bool outputs_cut() const { return outputs_cut_; }
+
+ private:
+  void end_line() {
+    static constexpr char kBlob[] = "@blob ";
+    const std::string_view line(text_.data() + line_start_, text_.size() - line_start_);
+    if (line.rfind(kBlob, 0) == 0) {
+      const unsigned long long size = std::strtoull(text_.c_str() + line_start_ + sizeof kBlob - 1, nullptr, 10);
+      text_.resize(line_start_);
+      blobs_.push_back({{"record", lines_}, {"offset", written_}, {"bytes", size}});
+      hash_ = gpulab::kFnvOffsetBasis;
+      blob_left_ = size;
+      if (size == 0) finish_blob();
+      return;
+    }
+    ++lines_;
+    line_start_ = text_.size();
+  }
+
+  void take_blob(const char* data, std::size_t k) {
+    hash_ = gpulab::fnv1a64(std::string_view(data, k), hash_);
+    if (out_fd_ >= 0 && written_ + k <= kMaxOutputs) {
+      for (std::size_t at = 0; at < k;) {
+        const ssize_t w = write(out_fd_, data + at, k - at);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+          outputs_cut_ = true;
+          break;
+        }
+        at += static_cast<std::size_t>(w);
+      }
+    } else if (out_fd_ >= 0) {
+      outputs_cut_ = true;
+    }
+    written_ += k;
+    blob_left_ -= k;
+    if (blob_left_ == 0) finish_blob();
+  }
+
+  void finish_blob() {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash_));
+    blobs_.back()["hash"] = hex;
+  }
+
+  int out_fd_;
+  std::string text_;
+  bool cut_ = false, outputs_cut_ = false;
+  std::size_t line_start_ = 0, lines_ = 0;
+  std::uint64_t blob_left_ = 0, written_ = 0, hash_ = gpulab::kFnvOffsetBasis;
+  nlohmann::json blobs_ = nlohmann::json::array();
+};
 
 /// Sends @p fd (or none, with @p note) over the socket @p sock.
 void send_fd(int sock, int fd, const std::string& note) {
@@ -290,6 +388,17 @@ int main(int argc, char** argv) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   prctl(PR_SET_DUMPABLE, 0);
 
+  // The checked values' file, made before the program starts (so that nothing it runs can have
+  // put one there first): DIR/rank<r>.bin under mpirun, DIR/outputs.bin otherwise.
+  int outputs_fd = -1;
+  std::string outputs_file;
+  if (!o.outputs.empty()) {
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    outputs_file = o.outputs + "/" + (rank != nullptr ? std::string("rank") + rank : std::string("outputs")) + ".bin";
+    outputs_fd = open(outputs_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  }
+  RecordStream stream(outputs_fd);
+
   int records[2];
   int sockets[2] = {-1, -1};
   if (pipe2(records, O_CLOEXEC) != 0) usage("no pipe");
@@ -314,21 +423,13 @@ int main(int argc, char** argv) {
     filtered = listener >= 0;
   }
 
-  std::string text;
-  bool cut = false;
   nlohmann::json refused = nlohmann::json::array();
   int status = 0;
   bool ended = false;
   const auto drain = [&](int fd) {
     char buffer[65536];
     const ssize_t n = read(fd, buffer, sizeof buffer);
-    if (n > 0) {
-      if (text.size() + static_cast<std::size_t>(n) <= kMaxRecords) {
-        text.append(buffer, static_cast<std::size_t>(n));
-      } else {
-        cut = true;
-      }
-    }
+    if (n > 0) stream.feed(buffer, static_cast<std::size_t>(n));
     return n;
   };
 #ifdef GPULAB_HAVE_SECCOMP
@@ -388,8 +489,11 @@ int main(int argc, char** argv) {
   if (request != nullptr) seccomp_notify_free(request, response);
 #endif
 
-  nlohmann::json frame = {{"version", 1}, {"program", program}, {"records", text}, {"records_cut", cut},
-                          {"refused", refused}, {"leftovers", leftovers}, {"seccomp", filtered}};
+  if (outputs_fd >= 0) close(outputs_fd);
+  nlohmann::json frame = {{"version", 1}, {"program", program}, {"records", stream.text()}, {"records_cut", stream.cut()},
+                          {"refused", refused}, {"leftovers", leftovers}, {"seccomp", filtered}, {"blobs", stream.blobs()}};
+  if (!o.outputs.empty()) frame["outputs"] = outputs_fd >= 0 ? nlohmann::json(outputs_file) : nlohmann::json(nullptr);
+  if (stream.outputs_cut()) frame["outputs_cut"] = true;
   if (!filtered) frame["seccomp_note"] = seccomp_note;
   if (const char* rank = std::getenv("OMPI_COMM_WORLD_RANK")) frame["rank"] = std::atoi(rank);
   if (WIFEXITED(status)) frame["exit"] = WEXITSTATUS(status);

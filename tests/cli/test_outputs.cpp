@@ -1,0 +1,132 @@
+/// @file test_outputs.cpp
+/// @brief The values of a case's checks, judged outside its process: gpulab-launch takes them out
+/// of the records into a file it lists with hashes, and grade/outputs holds a submission's values
+/// to the reference's run.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/files.hpp"
+#include "base/process.hpp"
+#include "gpulab/hash.hpp"
+#include "grade/outputs.hpp"
+#include "launch/frame.hpp"
+
+namespace fs = std::filesystem;
+using gpulab::cli::judge_outputs;
+
+namespace {
+
+struct Scratch {
+  fs::path dir = fs::temp_directory_path() / ("gpulab-outputs-test-" + std::to_string(::getpid()));
+  Scratch() {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+};
+
+std::string hex_hash(const std::string& bytes) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(gpulab::fnv1a64(bytes)));
+  return hex;
+}
+
+/// An output record as the grader reads it from a frame: @p parts, each a block of bytes in @p file.
+nlohmann::json output(const fs::path& file, const std::string& check, const std::string& compare, const std::string& type, std::size_t count,
+                      const std::vector<std::pair<std::string, std::string>>& parts, int rank = 0) {
+  std::string all = fs::exists(file) ? gpulab::cli::read_text(file) : "";
+  nlohmann::json rec = {{"kind", "output"}, {"check", check}, {"compare", compare}, {"type", type}, {"count", count}, {"rank", rank},
+                        {"parts", nlohmann::json::array()}, {"blobs", nlohmann::json::array()}};
+  for (const auto& [name, bytes] : parts) {
+    rec["parts"].push_back(name);
+    rec["blobs"].push_back({{"file", file.string()}, {"offset", all.size()}, {"bytes", bytes.size()}, {"hash", hex_hash(bytes)}});
+    all += bytes;
+  }
+  gpulab::cli::write_text(file, all);
+  return rec;
+}
+
+template <class T>
+std::string bytes_of(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+}  // namespace
+
+TEST_CASE("gpulab-launch takes a check's values out of the records into its file", "[cpu]") {
+  Scratch s;
+  // A program that writes two records with a block of 4 bytes between them on descriptor 3.
+  const gpulab::cli::ProcessResult r = gpulab::cli::run_process(
+      {std::string(GPULAB_BIN_DIR) + "/gpulab-launch", "--no-seccomp", "--outputs", s.dir.string(), "--", "sh", "-c",
+       "printf '{\"kind\":\"output\"}\\n@blob 4\\nABCD{\"kind\":\"end\"}\\n' >&3"});
+  REQUIRE(r.exited(0));
+  const std::size_t at = r.output.find(gpulab::launch::kFrameMarker);
+  REQUIRE(at != std::string::npos);
+  std::size_t length = 0;
+  unsigned long long sum = 0;
+  int used = 0;
+  REQUIRE(std::sscanf(r.output.c_str() + at + sizeof gpulab::launch::kFrameMarker - 1, "%zu %16llx %n", &length, &sum, &used) == 2);
+  const auto frame = nlohmann::json::parse(r.output.substr(at + sizeof gpulab::launch::kFrameMarker - 1 + static_cast<std::size_t>(used), length));
+  CHECK(frame.value("records", "") == "{\"kind\":\"output\"}\n{\"kind\":\"end\"}\n");  // the block is not a record
+  REQUIRE(frame["blobs"].size() == 1);
+  CHECK(frame["blobs"][0].value("record", 0) == 1);  // it belongs to the first record
+  CHECK(frame["blobs"][0].value("bytes", 0) == 4);
+  CHECK(frame["blobs"][0].value("hash", "") == hex_hash("ABCD"));
+  CHECK(gpulab::cli::read_text(frame.value("outputs", "")) == "ABCD");
+}
+
+TEST_CASE("a submission's values are held to the reference's expected values and bounds", "[cpu]") {
+  Scratch s;
+  const std::vector<double> want = {1.0, 2.0, 3.0}, bound = {0.01, 0.01, 0.01};
+  const nlohmann::json reference = nlohmann::json::array(
+      {output(s.dir / "ref.bin", "sum", "within", "f32", 3, {{"got", bytes_of(std::vector<float>{1, 2, 3})}, {"want", bytes_of(want)}, {"bound", bytes_of(bound)}}),
+       output(s.dir / "ref.bin", "ids", "bitwise", "i32", 2, {{"got", bytes_of(std::vector<int>{7, 8})}, {"want", bytes_of(std::vector<int>{7, 8})}})});
+
+  SECTION("right values pass") {
+    const nlohmann::json mine = nlohmann::json::array({output(s.dir / "mine.bin", "sum", "within", "f32", 3, {{"got", bytes_of(std::vector<float>{1.001f, 2, 3})}}),
+                                                       output(s.dir / "mine.bin", "ids", "bitwise", "i32", 2, {{"got", bytes_of(std::vector<int>{7, 8})}})});
+    const auto v = judge_outputs(mine, reference);
+    CHECK(v.compared == 2);
+    CHECK(v.problems.empty());
+  }
+  SECTION("a value outside the reference's bound fails, whatever the process said") {
+    const nlohmann::json mine = nlohmann::json::array({output(s.dir / "mine.bin", "sum", "within", "f32", 3, {{"got", bytes_of(std::vector<float>{1, 2.5f, 3})}}),
+                                                       output(s.dir / "mine.bin", "ids", "bitwise", "i32", 2, {{"got", bytes_of(std::vector<int>{7, 9})}})});
+    const auto v = judge_outputs(mine, reference);
+    REQUIRE(!v.problems.empty());
+    CHECK(v.problems[0].find("judged outside the process") == 0);
+    CHECK(v.problems[0].find("2 of 2 checks do not hold") != std::string::npos);
+    CHECK(v.problems[1].find("sum: 1 of 3 elements wrong") != std::string::npos);
+  }
+  SECTION("values never sent fail") {
+    const auto v = judge_outputs(nlohmann::json::array(), reference);
+    REQUIRE(v.problems.size() == 1);
+    CHECK(v.problems[0].find("sent the values of 0 of the reference's 2 checks") != std::string::npos);
+  }
+  SECTION("checks in another order fail") {
+    const nlohmann::json mine = nlohmann::json::array({output(s.dir / "mine.bin", "ids", "bitwise", "i32", 2, {{"got", bytes_of(std::vector<int>{7, 8})}}),
+                                                       output(s.dir / "mine.bin", "sum", "within", "f32", 3, {{"got", bytes_of(std::vector<float>{1, 2, 3})}})});
+    const auto v = judge_outputs(mine, reference);
+    REQUIRE(!v.problems.empty());
+    CHECK(v.problems[0].find("the checks ran in another order") != std::string::npos);
+  }
+  SECTION("values changed after the launcher wrote them fail") {
+    const nlohmann::json mine = nlohmann::json::array({output(s.dir / "mine.bin", "sum", "within", "f32", 3, {{"got", bytes_of(std::vector<float>{1, 2, 3})}}),
+                                                       output(s.dir / "mine.bin", "ids", "bitwise", "i32", 2, {{"got", bytes_of(std::vector<int>{7, 8})}})});
+    std::string file = gpulab::cli::read_text(s.dir / "mine.bin");
+    file[0] ^= 1;
+    gpulab::cli::write_text(s.dir / "mine.bin", file);
+    const auto v = judge_outputs(mine, reference);
+    REQUIRE(!v.problems.empty());
+    CHECK(v.problems[0].find("changed after gpulab-launch wrote them") != std::string::npos);
+  }
+  SECTION("the reference graded: its values are held to what it compared them with") {
+    CHECK(judge_outputs(reference, reference).problems.empty());
+  }
+}
