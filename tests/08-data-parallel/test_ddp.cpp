@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -258,12 +259,13 @@ std::vector<std::vector<float>> train_simulated(const Run& run, int w) {
   return values;
 }
 
-/// Parameters of two runs equal bit for bit: "" or the first difference.
+/// Parameters of two runs equal bit for bit: "" or the first difference (a NaN is never equal, and
+/// −0 is not +0: as gpulab::compare_bitwise, which the grader applies to the same values).
 std::string first_difference(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want, const Trainee& names) {
   if (got.size() != want.size()) return std::to_string(got.size()) + " parameters, want " + std::to_string(want.size());
   for (std::size_t p = 0; p < got.size(); ++p) {
     for (std::size_t i = 0; i < got[p].size(); ++i) {
-      if (got[p][i] != want[p][i] && !(std::isnan(got[p][i]) && std::isnan(want[p][i]))) {
+      if (std::memcmp(&got[p][i], &want[p][i], sizeof(float)) != 0 || std::isnan(got[p][i])) {
         char b[200];
         std::snprintf(b, sizeof b, "%s[%zu] is %.9g, one process gives %.9g", names.params[p]->name.c_str(), i, got[p][i], want[p][i]);
         return b;

@@ -684,7 +684,6 @@ Outcome one_process(const Shape& shape, const std::vector<std::size_t>& bounds, 
   return out;
 }
 
-/// "" or the first parameter and element where @p got and @p want differ.
 /// A rank's gradients then values, in one array (what its checks compare, for the grader).
 std::vector<float> grads_and_values(const Outcome& o) {
   std::vector<float> all = flattened(o.grads);
@@ -693,13 +692,15 @@ std::vector<float> grads_and_values(const Outcome& o) {
   return all;
 }
 
+/// "" or the first parameter and element where @p got and @p want differ: by their bits, and a NaN
+/// is never equal (as gpulab::compare_bitwise, which the grader applies to the same values).
 std::string first_difference(const Outcome& got, const Outcome& want) {
   if (got.values.size() != want.values.size()) return "this rank holds " + std::to_string(got.values.size()) + " parameters, expected " + std::to_string(want.values.size());
   for (std::size_t k = 0; k < want.values.size(); ++k) {
     for (const auto& [which, g, w] : {std::make_tuple("gradient", &got.grads[k], &want.grads[k]), std::make_tuple("value after the step", &got.values[k], &want.values[k])}) {
       if (g->size() != w->size()) return want.names[k] + " " + which + ": " + std::to_string(g->size()) + " elements, expected " + std::to_string(w->size());
       for (std::size_t i = 0; i < w->size(); ++i) {
-        if (std::memcmp(&(*g)[i], &(*w)[i], sizeof(float)) != 0) {
+        if (std::memcmp(&(*g)[i], &(*w)[i], sizeof(float)) != 0 || std::isnan((*g)[i])) {
           char d[200];
           std::snprintf(d, sizeof d, "%s %s[%zu] is %.9g, one process gives %.9g", want.names[k].c_str(), which, i, static_cast<double>((*g)[i]), static_cast<double>((*w)[i]));
           return d;

@@ -4,10 +4,12 @@
 /// to the reference's run.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -40,15 +42,19 @@ std::string hex_hash(const std::string& bytes) {
 /// An output record as the grader reads it from a frame: @p parts, each a block of bytes in @p file.
 nlohmann::json output(const fs::path& file, const std::string& check, const std::string& compare, const std::string& type, std::size_t count,
                       const std::vector<std::pair<std::string, std::string>>& parts, int rank = 0) {
-  std::string all = fs::exists(file) ? gpulab::cli::read_text(file) : "";
+  std::ofstream out(file, std::ios::binary | std::ios::app);  // appended, as the launcher does: one file, one inode
+  std::size_t at = fs::exists(file) ? fs::file_size(file) : 0;
+  struct stat st {};
+  ::stat(file.c_str(), &st);
   nlohmann::json rec = {{"kind", "output"}, {"check", check}, {"compare", compare}, {"type", type}, {"count", count}, {"rank", rank},
                         {"parts", nlohmann::json::array()}, {"blobs", nlohmann::json::array()}};
   for (const auto& [name, bytes] : parts) {
     rec["parts"].push_back(name);
-    rec["blobs"].push_back({{"file", file.string()}, {"offset", all.size()}, {"bytes", bytes.size()}, {"hash", hex_hash(bytes)}});
-    all += bytes;
+    rec["blobs"].push_back({{"file", file.string()}, {"offset", at}, {"bytes", bytes.size()}, {"hash", hex_hash(bytes)},
+                            {"id", std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)}});
+    out << bytes;
+    at += bytes.size();
   }
-  gpulab::cli::write_text(file, all);
   return rec;
 }
 
@@ -119,12 +125,28 @@ TEST_CASE("a submission's values are held to the reference's expected values and
   SECTION("values changed after the launcher wrote them fail") {
     const nlohmann::json mine = nlohmann::json::array({output(s.dir / "mine.bin", "sum", "within", "f32", 3, {{"got", bytes_of(std::vector<float>{1, 2, 3})}}),
                                                        output(s.dir / "mine.bin", "ids", "bitwise", "i32", 2, {{"got", bytes_of(std::vector<int>{7, 8})}})});
-    std::string file = gpulab::cli::read_text(s.dir / "mine.bin");
-    file[0] ^= 1;
-    gpulab::cli::write_text(s.dir / "mine.bin", file);
+    SECTION("in place") {
+      std::fstream file(s.dir / "mine.bin", std::ios::binary | std::ios::in | std::ios::out);
+      file.seekp(0);
+      file.put('\x7f');
+    }
+    SECTION("by another file in its place") {
+      std::string file = gpulab::cli::read_text(s.dir / "mine.bin");
+      gpulab::cli::write_text(s.dir / "mine.bin", file);  // the same bytes, a new file
+    }
     const auto v = judge_outputs(mine, reference);
     REQUIRE(!v.problems.empty());
-    CHECK(v.problems[0].find("changed after gpulab-launch wrote them") != std::string::npos);
+    CHECK((v.problems[0].find("changed after gpulab-launch wrote them") != std::string::npos ||
+           v.problems[0].find("replaced or cut after it wrote it") != std::string::npos));
+  }
+  SECTION("records of the wrong shape fail, and never stop the grader") {
+    nlohmann::json mine = nlohmann::json::array({output(s.dir / "mine.bin", "sum", "within", "f32", 3, {{"got", bytes_of(std::vector<float>{1, 2, 3})}}),
+                                                 output(s.dir / "mine.bin", "ids", "bitwise", "i32", 2, {{"got", bytes_of(std::vector<int>{7, 8})}})});
+    mine[0]["parts"] = "got";
+    mine[1]["count"] = "two";
+    const auto v = judge_outputs(mine, reference);
+    REQUIRE(!v.problems.empty());
+    CHECK(v.problems[0].find("judged outside the process") == 0);
   }
   SECTION("the reference graded: its values are held to what it compared them with") {
     CHECK(judge_outputs(reference, reference).problems.empty());

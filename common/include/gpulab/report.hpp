@@ -34,12 +34,13 @@ nlohmann::json record(nlohmann::json record);
 /// a submission's run); or those and what they were compared with ("all", the reference's run,
 /// whose expected values and bounds the grader then holds the submission's to).
 enum class Outputs { kNone, kGot, kAll };
+/// What GPULAB_OUTPUTS asks this process to send (kNone without a records descriptor).
 Outputs outputs_wanted();
 
 /// One block of a check's values: raw bytes.
 struct Block {
-  const void* data;
-  std::size_t bytes;
+  const void* data;   ///< the first byte
+  std::size_t bytes;  ///< how many
 };
 
 /// Appends @p header (an object, "kind": "output") with "case" set, followed by @p blocks: each a

@@ -177,20 +177,27 @@ void read_frames(CaseRun& run, const std::vector<std::pair<std::string, nlohmann
       if (line.empty()) continue;
       auto rec = nlohmann::json::parse(line, nullptr, false);
       if (rec.is_discarded()) rec = nlohmann::json{{"parse_error", line}};
+      // What the grader attaches below is the launcher's alone: never a field the process wrote.
+      if (rec.is_object()) rec.erase("blobs");
       if (ended) ++after_end;
       if (rec.is_object() && rec.value("kind", "") == "end" && rec.value("token", "") == run.token) ended = true;
       run.records.push_back(std::move(rec));
     }
     // The checked values: each block belongs to the record just before it (an output record).
+    // The checked values: each block belongs to the record just before it (an output record),
+    // which takes its rank from the frame (the launcher's, under mpirun) rather than its own word.
     const nlohmann::json file = frame.value("outputs", nlohmann::json());
-    for (const auto& blob : frame.value("blobs", nlohmann::json::array())) {
-      const std::size_t before = blob.value("record", std::size_t{0});
+    const nlohmann::json blobs = frame.value("blobs", nlohmann::json::array());
+    for (const auto& blob : blobs.is_array() ? blobs : nlohmann::json::array()) {
+      const std::size_t before = blob.is_object() ? blob.value("record", std::size_t{0}) : 0;
       if (before == 0 || first + before > run.records.size()) continue;
       nlohmann::json& owner = run.records[first + before - 1];
       if (!owner.is_object()) continue;
       nlohmann::json where = blob;
       where.erase("record");
       where["file"] = file;
+      where["id"] = frame.value("outputs_id", "");
+      owner["rank"] = frame.value("rank", 0);
       owner["blobs"].push_back(std::move(where));
     }
     if (frame.value("outputs_cut", false)) run.problems.push_back(who + " sent more checked values than the grader keeps (8 GiB), or they could not be written; the rest was cut");

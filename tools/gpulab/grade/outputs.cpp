@@ -2,10 +2,13 @@
 /// @brief Judging a case's values outside its process (see outputs.hpp).
 #include "grade/outputs.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 
 #include "gpulab/compare.hpp"
@@ -79,11 +82,27 @@ bool read_part(const nlohmann::json& output, const std::string& part, std::strin
     why = "gpulab-launch kept no file of values (it could not make one)";
     return false;
   }
-  const std::uint64_t size = blob.value("bytes", std::uint64_t{0});
-  std::ifstream in(file.get<std::string>(), std::ios::binary);
+  const std::uint64_t size = blob.value("bytes", std::uint64_t{0}), offset = blob.value("offset", std::uint64_t{0});
+  // The file gpulab-launch made, and no other: not a link, a FIFO or a file put in its place (the
+  // folder was writable from inside the sandbox).
+  const int fd = open(file.get<std::string>().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat st {};
+  const bool same = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                    std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) == blob.value("id", "");
+  if (!same || static_cast<std::uint64_t>(st.st_size) < offset + size || offset + size < offset) {
+    if (fd >= 0) close(fd);
+    why = "gpulab-launch's file of values was replaced or cut after it wrote it — tampering";
+    return false;
+  }
   bytes.assign(size, '\0');
-  in.seekg(static_cast<std::streamoff>(blob.value("offset", std::uint64_t{0})));
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) {
+  std::size_t got = 0;
+  while (got < size) {
+    const ssize_t n = pread(fd, bytes.data() + got, size - got, static_cast<off_t>(offset + got));
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  close(fd);
+  if (got < size) {
     why = "its \"" + part + "\" values are missing from gpulab-launch's file";
     return false;
   }
@@ -96,7 +115,9 @@ bool read_part(const nlohmann::json& output, const std::string& part, std::strin
   return true;
 }
 
-OutsideVerdict judge_outputs(const nlohmann::json& submission, const nlohmann::json& reference) {
+namespace {
+
+OutsideVerdict judge(const nlohmann::json& submission, const nlohmann::json& reference) {
   OutsideVerdict verdict;
   const auto mine = by_rank(submission);
   const auto theirs = by_rank(reference);
@@ -164,6 +185,19 @@ OutsideVerdict judge_outputs(const nlohmann::json& submission, const nlohmann::j
     for (std::size_t i = 0; i < wrong.size() && i < 2; ++i) verdict.problems.insert(verdict.problems.begin() + 1 + static_cast<long>(i), "  " + wrong[i]);
   }
   return verdict;
+}
+
+}  // namespace
+
+OutsideVerdict judge_outputs(const nlohmann::json& submission, const nlohmann::json& reference) {
+  try {
+    return judge(submission, reference);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of the wrong type: only the process under test writes such records.
+    OutsideVerdict v;
+    v.problems.push_back(std::string("judged outside the process: its records of checked values are malformed (") + e.what() + ") — tampering");
+    return v;
+  }
 }
 
 }  // namespace gpulab::cli

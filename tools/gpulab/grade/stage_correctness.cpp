@@ -89,13 +89,24 @@ bool passed(const Check& check) { return check.status == Status::kPass || check.
 /// against @p reference's (the same check when the reference is what is graded). A value that
 /// does not hold fails the case, whatever the process's own checks said.
 void judge_outside(Check& check, const Check& reference, bool emulated) {
-  const OutsideVerdict v = judge_outputs(check.data.value("outputs", nlohmann::json::array()), reference.data.value("outputs", nlohmann::json::array()));
+  const nlohmann::json mine = check.data.value("outputs", nlohmann::json::array()), theirs = reference.data.value("outputs", nlohmann::json::array());
+  const OutsideVerdict v = judge_outputs(mine, theirs);
+  // The values are judged: their files go (a GPU case's can be large); the records keep their hashes.
+  for (const nlohmann::json* outputs : {&mine, &theirs}) {
+    for (const auto& o : *outputs) {
+      if (!o.is_object() || !o.contains("blobs") || !o["blobs"].is_array()) continue;
+      for (const auto& b : o["blobs"]) {
+        std::error_code ec;
+        if (b.is_object() && b.contains("file") && b["file"].is_string()) fs::remove(b["file"].get<std::string>(), ec);
+      }
+    }
+  }
   check.data["outside"] = {{"compared", v.compared}};
   if (v.problems.empty()) return;
   check.status = emulated ? Status::kEmuFail : Status::kFail;
   check.details = v.problems;
-  check.hints = {"every check's values leave the test process and the grader compares them again, with the reference's run on the same "
-                 "inputs (README.md, \"The grader\"): a case passes by the values computed, not by what the process says of them"};
+  check.hints = {"each check's values leave the test process and the grader compares them again with the reference's run on the same "
+                 "inputs (README.md, \"The grader\"): the values sent must be the ones computed and must hold"};
 }
 
 /// One case at one width: the learner's run, judged against the reference's.
@@ -134,12 +145,20 @@ Check graded_case(const GradeInputs& in, Built& built, LearnerRuns& runs, const 
     JudgeContext trusted;
     trusted.gpu_missing = built.gpu_missing;
     trusted.timeout_s = in.case_timeout();
-    const Check ran = run_and_judge(in, runs, c, in.lab.build.variant(emulated ? "emu_ref" : "ref")->exe, w, emulated, trusted, "all");
+    const std::string reference_exe = in.lab.build.variant(emulated ? "emu_ref" : "ref")->exe;
+    Check ran = run_and_judge(in, runs, c, reference_exe, w, emulated, trusted, "all");
+    if (!passed(ran)) ran = run_and_judge(in, runs, c, reference_exe, w, emulated, trusted, "all");  // once more: a loaded machine
     if (passed(ran)) {
       profile.put(key, {ran.data.value("assertions", -1L), ran.seconds / (emulated ? 2.0 : 1.0), in.seed});
       judge_outside(check, ran, emulated);
     } else {
-      check.data["outside"] = {{"compared", 0}, {"not_judged", "the reference's own run on this seed did not pass (" + ran.data.value("process", std::string("?")) + ")"}};
+      // Fail closed: a pass that could not be judged outside the process is not a pass (its own
+      // processes may have made the trusted run fail, e.g. by filling the disk); nor is it blamed.
+      check.status = emulated ? Status::kEmuNotRun : Status::kNotRun;
+      check.details = {"could not be judged outside the process: the reference's own run on this seed did not pass, twice (" +
+                       ran.data.value("process", std::string("?")) + (ran.details.empty() ? "" : ": " + ran.details.front()) +
+                       "); grade again, and if it persists run ./gpulab grade " + in.lab.number + " --solutions"};
+      check.data["outside"] = {{"compared", 0}, {"not_judged", check.details.front()}};
     }
   }
   return check;

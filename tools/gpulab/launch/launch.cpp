@@ -126,6 +126,7 @@ class RecordStream {
   explicit RecordStream(int outputs_fd) : out_fd_(outputs_fd) {}
 
   void feed(const char* data, std::size_t n) {
+    if (cut_) return;  // after a cut nothing is read as records or values: where the next line starts is unknown
     while (n > 0) {
       if (blob_left_ > 0) {
         const std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(n, blob_left_));
@@ -169,7 +170,7 @@ class RecordStream {
       if (size == 0) finish_blob();
       return;
     }
-    ++lines_;
+    if (line != "\n") ++lines_;  // the grader skips empty lines: count as it does
     line_start_ = text_.size();
   }
 
@@ -489,11 +490,15 @@ int main(int argc, char** argv) {
   if (request != nullptr) seccomp_notify_free(request, response);
 #endif
 
-  if (outputs_fd >= 0) close(outputs_fd);
   nlohmann::json frame = {{"version", 1}, {"program", program}, {"records", stream.text()}, {"records_cut", stream.cut()},
                           {"refused", refused}, {"leftovers", leftovers}, {"seccomp", filtered}, {"blobs", stream.blobs()}};
   if (!o.outputs.empty()) frame["outputs"] = outputs_fd >= 0 ? nlohmann::json(outputs_file) : nlohmann::json(nullptr);
+  if (struct stat st {}; outputs_fd >= 0 && fstat(outputs_fd, &st) == 0) {
+    // The file this launcher wrote, by identity: a file put in its place later is not it.
+    frame["outputs_id"] = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  }
   if (stream.outputs_cut()) frame["outputs_cut"] = true;
+  if (outputs_fd >= 0) close(outputs_fd);
   if (!filtered) frame["seccomp_note"] = seccomp_note;
   if (const char* rank = std::getenv("OMPI_COMM_WORLD_RANK")) frame["rank"] = std::atoi(rank);
   if (WIFEXITED(status)) frame["exit"] = WEXITSTATUS(status);
