@@ -15,6 +15,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -66,24 +69,36 @@ constexpr int kLdA = kBK + 8;  ///< As[128][40]
 constexpr int kLdB = kBN + 8;  ///< Bs[32][136]
 constexpr int kTileAHalves = kBM * kLdA, kTileBHalves = kBK * kLdB;
 
+/// How the 256 threads cover a tile in 16-byte chunks (8 halves): thread t takes chunk t of each
+/// pass, consecutive threads on consecutive chunks of a row (coalesced); each pass covers
+/// kThreads / chunks-per-row rows, and a tile takes a fixed number of passes (2 for A, 2 for B),
+/// so the loops unroll and each thread's row, column and base address are computed once.
+constexpr int kChunksA = kBK / 8, kChunksB = kBN / 8;                      ///< chunks per row: 4, 16
+constexpr int kRowsPerPassA = kThreads / kChunksA, kRowsPerPassB = kThreads / kChunksB;  ///< 64, 16
+constexpr int kPassesA = kBM / kRowsPerPassA, kPassesB = kBK / kRowsPerPassB;            ///< 2, 2
+static_assert(kPassesA * kRowsPerPassA == kBM && kPassesB * kRowsPerPassB == kBK, "the passes cover the tiles");
+
 /// Copies the A tile (rows m0 …, k0 …) and the B tile (k0 …, n0 …) into shared memory with 16-byte
-/// loads, zeros past the operands' edges: 512 chunks of 8 halves each, 2 per thread, consecutive
-/// threads on consecutive chunks of a row (coalesced).
+/// loads, zeros past the operands' edges (the chunk layout above).
 __device__ __forceinline__ void load_tiles_sync(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
   const int tid = static_cast<int>(threadIdx.x);
-  for (int c = tid; c < kBM * kBK / 8; c += kThreads) {
-    const int row = c / (kBK / 8), col = (c % (kBK / 8)) * 8;
-    const int gr = m0 + row, gk = k0 + col;
+  const int ra = tid / kChunksA, ca = (tid % kChunksA) * 8, rb = tid / kChunksB, cb = (tid % kChunksB) * 8;
+  const bool a_cols = k0 + ca < o.Kp, b_cols = n0 + cb < o.Np;
+  const __half* a = o.A + static_cast<std::size_t>(m0 + ra) * o.Kp + k0 + ca;
+  const __half* b = o.B + static_cast<std::size_t>(k0 + rb) * o.Np + n0 + cb;
+#pragma unroll
+  for (int i = 0; i < kPassesA; ++i) {
+    const int row = ra + i * kRowsPerPassA;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (gr < o.Mp && gk < o.Kp) v = *reinterpret_cast<const uint4*>(o.A + static_cast<std::size_t>(gr) * o.Kp + gk);
-    *reinterpret_cast<uint4*>(As + row * kLdA + col) = v;
+    if (a_cols && m0 + row < o.Mp) v = *reinterpret_cast<const uint4*>(a + static_cast<std::size_t>(i) * kRowsPerPassA * o.Kp);
+    *reinterpret_cast<uint4*>(As + row * kLdA + ca) = v;
   }
-  for (int c = tid; c < kBK * kBN / 8; c += kThreads) {
-    const int row = c / (kBN / 8), col = (c % (kBN / 8)) * 8;
-    const int gk = k0 + row, gn = n0 + col;
+#pragma unroll
+  for (int i = 0; i < kPassesB; ++i) {
+    const int row = rb + i * kRowsPerPassB;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (gk < o.Kp && gn < o.Np) v = *reinterpret_cast<const uint4*>(o.B + static_cast<std::size_t>(gk) * o.Np + gn);
-    *reinterpret_cast<uint4*>(Bs + row * kLdB + col) = v;
+    if (b_cols && k0 + row < o.Kp) v = *reinterpret_cast<const uint4*>(b + static_cast<std::size_t>(i) * kRowsPerPassB * o.Np);
+    *reinterpret_cast<uint4*>(Bs + row * kLdB + cb) = v;
   }
 }
 
@@ -159,24 +174,36 @@ __global__ void pad_matrix(const __half* src, int rows, int cols, __half* dst, i
 
 int round_up16(int v) { return (v + 15) / 16 * 16; }
 
-void pad_into(const __half* src, int rows, int cols, gpulab::DeviceBuffer<__half>& dst, int rows_p, int cols_p, cudaStream_t stream) {
-  dst = gpulab::DeviceBuffer<__half>(static_cast<std::size_t>(rows_p) * cols_p);
+/// A zero-padded copy of src in stream-ordered memory (cudaMallocAsync): allocated and filled on
+/// @p stream, freed there by the caller after the kernels that read it, so that the launcher
+/// never waits and a stream capture records it all.
+__half* padded_copy(const __half* src, int rows, int cols, int rows_p, int cols_p, cudaStream_t stream) {
+  __half* dst = nullptr;
+  CUDA_CHECK(cudaMallocAsync(&dst, static_cast<std::size_t>(rows_p) * cols_p * sizeof(__half), stream));
   const long long total = static_cast<long long>(rows_p) * cols_p;
   const int blocks = static_cast<int>(std::min<long long>((total + 255) / 256, 4096));
-  pad_matrix<<<blocks, 256, 0, stream>>>(src, rows, cols, dst.data(), rows_p, cols_p);
+  pad_matrix<<<blocks, 256, 0, stream>>>(src, rows, cols, dst, rows_p, cols_p);
   CUDA_CHECK(cudaGetLastError());
+  return dst;
 }
 
-}  // namespace
-
-bool rung_supported(Rung rung, std::string* why) {
-  if (rung == Rung::kWmmaNaive || rung == Rung::kWmmaShared) return true;  // WMMA: every GPU CUDA 13 supports (sm_75+)
-#if defined(GPULAB_EMULATOR)
-  (void)why;
-  return true;  // the emulator runs the instructions' documented behaviour
-#else
-  int device = 0, major = 0, minor = 0;
+/// Per device, asked once: @p ask's answer for the current device (attributes and function
+/// attributes cost a driver call each; a launcher called in a timing loop should not pay them).
+template <class Answer>
+Answer once_per_device(std::map<int, Answer>& known, const std::function<Answer(int)>& ask) {
+  static std::mutex lock;
+  int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> hold(lock);
+  const auto it = known.find(device);
+  if (it != known.end()) return it->second;
+  return known[device] = ask(device);
+}
+
+#if !defined(GPULAB_EMULATOR)
+/// Why v3 or v4 cannot run on @p device ("" when it can).
+std::string support_problem(Rung rung, int device) {
+  int major = 0, minor = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   cudaFuncAttributes attributes{};
@@ -194,6 +221,22 @@ bool rung_supported(Rung rung, std::string* why) {
     reason = "this build has no sm_80+ code for it (compiled for compute_" + std::to_string(attributes.ptxVersion) +
              "): configure for this GPU's architecture (./gpulab does, with a GPU present)";
   }
+  return reason;
+}
+#endif
+
+}  // namespace
+
+bool rung_supported(Rung rung, std::string* why) {
+  if (rung == Rung::kWmmaNaive || rung == Rung::kWmmaShared) return true;  // WMMA: every GPU CUDA 13 supports (sm_75+)
+#if defined(GPULAB_EMULATOR)
+  (void)why;
+  return true;  // the emulator runs the instructions' documented behaviour
+#else
+  static std::map<int, std::string> v3_known, v4_known;
+  const std::string reason = once_per_device<std::string>(rung == Rung::kMmaLdmatrix ? v3_known : v4_known, [rung](int device) {
+    return support_problem(rung, device);
+  });
   if (why != nullptr) *why = reason;
   return reason.empty();
 #endif
@@ -209,13 +252,10 @@ void hgemm(Rung rung, int M, int N, int K, const __half* A, const __half* B, flo
   const int Mp = round_up16(M), Np = round_up16(N), Kp = round_up16(K);
   auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 32 == 0; };
   const bool padded = Mp != M || Np != N || Kp != K || !aligned(A) || !aligned(B);
-  gpulab::DeviceBuffer<__half> padded_a, padded_b;
   Operands o{A, B, C, M, N, Mp, Np, Kp, N % 2 == 0 && reinterpret_cast<std::uintptr_t>(C) % 8 == 0};
   if (padded) {
-    pad_into(A, M, K, padded_a, Mp, Kp, stream);
-    pad_into(B, K, N, padded_b, Kp, Np, stream);
-    o.A = padded_a.data();
-    o.B = padded_b.data();
+    o.A = padded_copy(A, M, K, Mp, Kp, stream);
+    o.B = padded_copy(B, K, N, Kp, Np, stream);
   }
   const dim3 tiles(static_cast<unsigned>((Np + kBN - 1) / kBN), static_cast<unsigned>((Mp + kBM - 1) / kBM));
   switch (rung) {
@@ -228,15 +268,22 @@ void hgemm(Rung rung, int M, int N, int K, const __half* A, const __half* B, flo
     case Rung::kMmaLdmatrix: hgemm_v3_mma_ldmatrix<<<tiles, kThreads, 0, stream>>>(o); break;
     case Rung::kMmaPipelined: {
       const int bytes = static_cast<int>(kStages * kStageBytes);
-      CUDA_CHECK(cudaFuncSetAttribute(hgemm_v4_mma_pipelined, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      static std::map<int, bool> opted_in;  // the shared-memory opt-in, once per device
+      once_per_device<bool>(opted_in, [bytes](int) {
+        CUDA_CHECK(cudaFuncSetAttribute(hgemm_v4_mma_pipelined, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        return true;
+      });
       hgemm_v4_mma_pipelined<<<tiles, kThreads, static_cast<std::size_t>(bytes), stream>>>(o);
       break;
     }
     default: throw std::invalid_argument("hgemm: no rung " + std::to_string(static_cast<int>(rung)));
   }
   CUDA_CHECK(cudaGetLastError());
-  // The padded copies are freed when this returns: wait for the kernels that read them.
-  if (padded) CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (padded) {
+    // Freed in stream order, after the kernel that reads them: nothing here waits.
+    CUDA_CHECK(cudaFreeAsync(const_cast<__half*>(o.A), stream));
+    CUDA_CHECK(cudaFreeAsync(const_cast<__half*>(o.B), stream));
+  }
 }
 
 }  // namespace lab04

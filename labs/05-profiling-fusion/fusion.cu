@@ -12,8 +12,12 @@
 ///   attention forward          16 queries per block against 64-key tiles of K and V in shared
 ///                              memory, online softmax across tiles (stretch)
 #include <cmath>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "fusion.hpp"
 #include "gpulab/check.hpp"
@@ -70,6 +74,39 @@ __device__ float block_sum(float v, float* scratch) {
   v = warp_sum(v);
   __syncthreads();
   return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The device's properties, asked once per device (given)
+// ---------------------------------------------------------------------------------------------
+
+/// @p attr of the current device. Each query is a driver call: a launcher that runs in a timing
+/// loop asks once per device, not once per launch.
+int device_attribute(cudaDeviceAttr attr) {
+  static std::mutex lock;
+  static std::map<std::pair<int, int>, int> known;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> hold(lock);
+  const std::pair<int, int> key{device, static_cast<int>(attr)};
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  int value = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&value, attr, device));
+  return known[key] = value;
+}
+
+/// Lets @p kernel launch with @p bytes of dynamic shared memory on the current device
+/// (cudaFuncSetAttribute), calling the driver only when it allows less so far.
+void allow_dynamic_shared(const void* kernel, int bytes) {
+  static std::mutex lock;
+  static std::map<std::pair<int, const void*>, int> allowed;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> hold(lock);
+  int& now = allowed[{device, kernel}];
+  if (bytes <= now) return;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  now = bytes;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -140,10 +177,7 @@ int row_grid() {
 #if defined(GPULAB_EMULATOR)
   return 8;
 #else
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms * 8;
+  return device_attribute(cudaDevAttrMultiProcessorCount) * 8;
 #endif
 }
 

@@ -12,8 +12,12 @@
 ///   attention forward          16 queries per block against 64-key tiles of K and V in shared
 ///                              memory, online softmax across tiles (stretch)
 #include <cmath>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "fusion.hpp"
 #include "gpulab/check.hpp"
@@ -112,6 +116,39 @@ __device__ float block_sum(float v, float* scratch) {
   v = warp_sum(v);
   __syncthreads();
   return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The device's properties, asked once per device (given)
+// ---------------------------------------------------------------------------------------------
+
+/// @p attr of the current device. Each query is a driver call: a launcher that runs in a timing
+/// loop asks once per device, not once per launch.
+int device_attribute(cudaDeviceAttr attr) {
+  static std::mutex lock;
+  static std::map<std::pair<int, int>, int> known;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> hold(lock);
+  const std::pair<int, int> key{device, static_cast<int>(attr)};
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  int value = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&value, attr, device));
+  return known[key] = value;
+}
+
+/// Lets @p kernel launch with @p bytes of dynamic shared memory on the current device
+/// (cudaFuncSetAttribute), calling the driver only when it allows less so far.
+void allow_dynamic_shared(const void* kernel, int bytes) {
+  static std::mutex lock;
+  static std::map<std::pair<int, const void*>, int> allowed;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> hold(lock);
+  int& now = allowed[{device, kernel}];
+  if (bytes <= now) return;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  now = bytes;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -217,26 +254,52 @@ __global__ void softmax_fused_warp(const float* x, float* y, int rows, int cols)
   }
 }
 
-/// Rows up to the on-chip limit: a block per row, the row in dynamic shared memory.
-__global__ void softmax_fused_block(const float* x, float* y, int rows, int cols) {
-  extern __shared__ float row[];
+/// Rows up to the on-chip limit: a block per row, the row in dynamic shared memory. With @p vec
+/// (cols a multiple of 4, x and y 16-byte aligned) every access moves a float4, four loads in
+/// flight per thread per unrolled step: a scalar loop keeps too few bytes in flight to reach
+/// DRAM's bandwidth with one block per row.
+__global__ void softmax_fused_block(const float* x, float* y, int rows, int cols, bool vec) {
+  extern __shared__ float4 row4[];
+  float* row = reinterpret_cast<float*>(row4);
   __shared__ float scratch[32];
+  const int t = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
+  const int n4 = vec ? cols / 4 : 0;  // float4s; the scalar loops take the rest (all of it without vec)
   for (int r = static_cast<int>(blockIdx.x); r < rows; r += static_cast<int>(gridDim.x)) {
     const float* xr = x + static_cast<std::size_t>(r) * cols;
+    const float4* xr4 = reinterpret_cast<const float4*>(xr);
     float m = -INFINITY;
-    for (int c = static_cast<int>(threadIdx.x); c < cols; c += static_cast<int>(blockDim.x)) {
+#pragma unroll 4
+    for (int c = t; c < n4; c += threads) {
+      const float4 v = xr4[c];
+      row4[c] = v;
+      m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+    }
+    for (int c = 4 * n4 + t; c < cols; c += threads) {
       row[c] = xr[c];
       m = fmaxf(m, row[c]);
     }
     m = block_max(m, scratch);
     float s = 0.0f;
-    for (int c = static_cast<int>(threadIdx.x); c < cols; c += static_cast<int>(blockDim.x)) {
-      row[c] = expf(row[c] - m);  // each thread rewrites only its own elements: no barrier needed
+    // Each thread rewrites only its own elements: no barrier needed.
+    for (int c = t; c < n4; c += threads) {
+      float4 v = row4[c];
+      v = {expf(v.x - m), expf(v.y - m), expf(v.z - m), expf(v.w - m)};
+      row4[c] = v;
+      s += (v.x + v.y) + (v.z + v.w);
+    }
+    for (int c = 4 * n4 + t; c < cols; c += threads) {
+      row[c] = expf(row[c] - m);
       s += row[c];
     }
     const float inv = 1.0f / block_sum(s, scratch);
     float* yr = y + static_cast<std::size_t>(r) * cols;
-    for (int c = static_cast<int>(threadIdx.x); c < cols; c += static_cast<int>(blockDim.x)) yr[c] = row[c] * inv;
+    float4* yr4 = reinterpret_cast<float4*>(yr);
+#pragma unroll 4
+    for (int c = t; c < n4; c += threads) {
+      const float4 v = row4[c];
+      yr4[c] = {v.x * inv, v.y * inv, v.z * inv, v.w * inv};
+    }
+    for (int c = 4 * n4 + t; c < cols; c += threads) yr[c] = row[c] * inv;
     __syncthreads();  // the next row overwrites row[]
   }
 }
@@ -261,9 +324,7 @@ long long on_chip_floats() {
 #if defined(GPULAB_EMULATOR)
   const int optin = 232448;
 #else
-  int device = 0, optin = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const int optin = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
 #endif
   return (optin - 1024) / static_cast<long long>(sizeof(float));
 }
@@ -274,9 +335,10 @@ void softmax_fused(const float* x, float* y, int rows, int cols, int grid, cudaS
     softmax_fused_warp<<<(rows + warps_per_block - 1) / warps_per_block < grid * 8 ? (rows + warps_per_block - 1) / warps_per_block : grid * 8,
                          kRowThreads, 0, stream>>>(x, y, rows, cols);
   } else if (cols <= on_chip_floats()) {
-    const std::size_t bytes = static_cast<std::size_t>(cols) * sizeof(float);
-    CUDA_CHECK(cudaFuncSetAttribute(softmax_fused_block, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    softmax_fused_block<<<rows < grid ? rows : grid, kRowThreads, bytes, stream>>>(x, y, rows, cols);
+    const std::size_t bytes = (static_cast<std::size_t>(cols) + 3) / 4 * sizeof(float4);
+    const bool vec = cols % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
+    allow_dynamic_shared(reinterpret_cast<const void*>(softmax_fused_block), static_cast<int>(bytes));
+    softmax_fused_block<<<rows < grid ? rows : grid, kRowThreads, bytes, stream>>>(x, y, rows, cols, vec);
   } else {
     softmax_fused_online<<<rows < grid ? rows : grid, kRowThreads * 4, 0, stream>>>(x, y, rows, cols);
   }
@@ -304,10 +366,7 @@ int row_grid() {
 #if defined(GPULAB_EMULATOR)
   return 8;
 #else
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms * 8;
+  return device_attribute(cudaDevAttrMultiProcessorCount) * 8;
 #endif
 }
 
@@ -337,19 +396,55 @@ __device__ __forceinline__ Welford merge(Welford a, Welford b) {
   return {n, a.mean + delta * f, a.m2 + b.m2 + delta * delta * a.n * f};
 }
 
+/// A row of up to kLnHeld × blockDim values stays in registers: x is read from DRAM once, every
+/// load of the row is in flight at once, and each thread's mean costs one division, not one per
+/// element.
+constexpr int kLnHeld = 32;
+
 __global__ void layernorm_forward_kernel(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* rstd, int rows,
                                          int cols, float eps) {
   __shared__ float scratch[3][32];
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32), warps = static_cast<int>(blockDim.x / 32);
+  const int t = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
+  // The same for every thread: no divergence. The held path strides by the compile-time
+  // kRowThreads (the launcher's block), so each of its 32 loads is the row's base plus a constant
+  // offset: one address register, not 32.
+  const bool held = threads == kRowThreads && cols <= kLnHeld * kRowThreads;
   for (int r = static_cast<int>(blockIdx.x); r < rows; r += static_cast<int>(gridDim.x)) {
     const float* xr = x + static_cast<std::size_t>(r) * cols;
     Welford w{0.0f, 0.0f, 0.0f};
-    for (int c = static_cast<int>(threadIdx.x); c < cols; c += static_cast<int>(blockDim.x)) {
-      const float v = xr[c];
-      w.n += 1.0f;
-      const float d = v - w.mean;
-      w.mean += d / w.n;
-      w.m2 += d * (v - w.mean);
+    float v[kLnHeld];
+    if (held) {
+      // Two passes over the thread's own values, from registers (exact and stable), then Chan's
+      // merge across the block below.
+      float sum = 0.0f;
+      int n = 0;
+#pragma unroll
+      for (int i = 0; i < kLnHeld; ++i) {
+        const int c = t + i * kRowThreads;
+        v[i] = c < cols ? xr[c] : 0.0f;
+        sum += v[i];
+        n += c < cols ? 1 : 0;
+      }
+      if (n > 0) {
+        const float mu = sum / static_cast<float>(n);
+        float m2 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kLnHeld; ++i) {
+          const float d = v[i] - mu;
+          if (t + i * kRowThreads < cols) m2 += d * d;
+        }
+        w = {static_cast<float>(n), mu, m2};
+      }
+    } else {
+      // Longer rows: Welford as the values stream by.
+      for (int c = t; c < cols; c += threads) {
+        const float value = xr[c];
+        w.n += 1.0f;
+        const float d = value - w.mean;
+        w.mean += d / w.n;
+        w.m2 += d * (value - w.mean);
+      }
     }
     for (int o = 16; o > 0; o >>= 1) {
       w = merge(w, {__shfl_xor_sync(0xffffffffu, w.n, o), __shfl_xor_sync(0xffffffffu, w.mean, o), __shfl_xor_sync(0xffffffffu, w.m2, o)});
@@ -371,8 +466,16 @@ __global__ void layernorm_forward_kernel(const float* x, const float* gamma, con
       rstd[r] = rs;
     }
     float* yr = y + static_cast<std::size_t>(r) * cols;
-    // The second read of the row hits L2 (the block read it a moment ago); DRAM sees it once.
-    for (int c = static_cast<int>(threadIdx.x); c < cols; c += static_cast<int>(blockDim.x)) yr[c] = (xr[c] - mu) * rs * gamma[c] + beta[c];
+    if (held) {
+#pragma unroll
+      for (int i = 0; i < kLnHeld; ++i) {
+        const int c = t + i * kRowThreads;
+        if (c < cols) yr[c] = (v[i] - mu) * rs * gamma[c] + beta[c];
+      }
+    } else {
+      // The second read of the row hits L2 (the block read it a moment ago); DRAM sees it once.
+      for (int c = t; c < cols; c += threads) yr[c] = (xr[c] - mu) * rs * gamma[c] + beta[c];
+    }
   }
 }
 // STUB: __global__ void layernorm_forward_kernel(const float*, const float*, const float*, float*, float*, float*, int, int, float) {}
@@ -380,36 +483,53 @@ __global__ void layernorm_forward_kernel(const float* x, const float* gamma, con
 
 // BEGIN SOLUTION(05.4) LayerNorm backward: dx per row, dgamma and dbeta as per-block partial sums
 /// dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) with g = dy·γ (the derivative of y = x̂·γ + β through
-/// the mean and the variance). dγ and dβ: each block adds its rows into its own row of the
-/// partial sums (no other block touches it), then one kernel sums the partials column by column.
+/// the mean and the variance). dγ and dβ: each block sums its rows' dy·x̂ and dy per column where
+/// only it can see them — in shared memory when 2·cols floats fit (@p on_chip), else in its own
+/// row of the partials — and writes its row of partial sums once; then one kernel sums the
+/// partials column by column. Few blocks (two per SM) keep the partials small enough for L2.
 __global__ void layernorm_backward_rows(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd, float* dx,
-                                        float* partial_dgamma, float* partial_dbeta, int rows, int cols) {
+                                        float* partial_dgamma, float* partial_dbeta, int rows, int cols, bool on_chip) {
+  extern __shared__ float sums[];  // on chip: dγ's then dβ's partial row, 2·cols floats
   __shared__ float scratch[32];
-  float* pg = partial_dgamma + static_cast<std::size_t>(blockIdx.x) * cols;
-  float* pb = partial_dbeta + static_cast<std::size_t>(blockIdx.x) * cols;
-  for (int c = static_cast<int>(threadIdx.x); c < cols; c += static_cast<int>(blockDim.x)) pg[c] = pb[c] = 0.0f;
+  const int t = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
+  float* out_g = partial_dgamma + static_cast<std::size_t>(blockIdx.x) * cols;
+  float* out_b = partial_dbeta + static_cast<std::size_t>(blockIdx.x) * cols;
+  float* pg = on_chip ? sums : out_g;
+  float* pb = on_chip ? sums + cols : out_b;
+  // Every loop below gives thread t the same columns (t, t + threads, ...): no other thread reads
+  // or writes them, so no barrier is needed around the partial sums.
+  for (int c = t; c < cols; c += threads) pg[c] = pb[c] = 0.0f;
   for (int r = static_cast<int>(blockIdx.x); r < rows; r += static_cast<int>(gridDim.x)) {
     const std::size_t base = static_cast<std::size_t>(r) * cols;
     const float mu = mean[r], rs = rstd[r];
     float sum_g = 0.0f, sum_gx = 0.0f;
-    for (int c = static_cast<int>(threadIdx.x); c < cols; c += static_cast<int>(blockDim.x)) {
+#pragma unroll 4
+    for (int c = t; c < cols; c += threads) {
       const float xhat = (x[base + c] - mu) * rs, d = dy[base + c], g = d * gamma[c];
       sum_g += g;
       sum_gx += g * xhat;
-      pg[c] += d * xhat;  // this thread's own columns of this block's own row: no race
+      pg[c] += d * xhat;
       pb[c] += d;
     }
     const float mean_g = block_sum(sum_g, scratch) / static_cast<float>(cols);
     const float mean_gx = block_sum(sum_gx, scratch) / static_cast<float>(cols);
-    for (int c = static_cast<int>(threadIdx.x); c < cols; c += static_cast<int>(blockDim.x)) {
+    // The row's second read comes from L1/L2 (this block read it a moment ago).
+#pragma unroll 4
+    for (int c = t; c < cols; c += threads) {
       const float xhat = (x[base + c] - mu) * rs;
       dx[base + c] = rs * (dy[base + c] * gamma[c] - mean_g - xhat * mean_gx);
+    }
+  }
+  if (on_chip) {
+    for (int c = t; c < cols; c += threads) {
+      out_g[c] = pg[c];
+      out_b[c] = pb[c];
     }
   }
 }
 
 /// dγ[c] = Σ_b partial_dgamma[b][c] (and dβ): one thread per column, consecutive threads on
-/// consecutive columns.
+/// consecutive columns, small blocks so that every SM has columns to sum.
 __global__ void layernorm_backward_columns(const float* partial_dgamma, const float* partial_dbeta, float* dgamma, float* dbeta, int blocks,
                                            int cols) {
   const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -425,12 +545,22 @@ __global__ void layernorm_backward_columns(const float* partial_dgamma, const fl
 
 void layernorm_backward_launch(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd, float* dx,
                                float* dgamma, float* dbeta, int rows, int cols, int grid, cudaStream_t stream) {
-  const int blocks = rows < grid ? rows : grid;
+  (void)grid;  // not the rows' grid: two blocks per SM, so that the partials stay in L2
+#if defined(GPULAB_EMULATOR)
+  const int sms = 4;
+#else
+  const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+#endif
+  const int blocks = rows < 2 * sms ? rows : 2 * sms;
+  // On chip when two blocks' 2·cols floats fit in an SM's shared memory.
+  const bool on_chip = 2 * static_cast<long long>(cols) <= on_chip_floats() / 2;
+  const std::size_t bytes = on_chip ? 2 * static_cast<std::size_t>(cols) * sizeof(float) : 0;
+  if (on_chip) allow_dynamic_shared(reinterpret_cast<const void*>(layernorm_backward_rows), static_cast<int>(bytes));
   float* partial_g = workspace(2, static_cast<std::size_t>(blocks) * cols).data();
   float* partial_b = workspace(3, static_cast<std::size_t>(blocks) * cols).data();
-  layernorm_backward_rows<<<blocks, kRowThreads, 0, stream>>>(dy, x, gamma, mean, rstd, dx, partial_g, partial_b, rows, cols);
+  layernorm_backward_rows<<<blocks, kRowThreads, bytes, stream>>>(dy, x, gamma, mean, rstd, dx, partial_g, partial_b, rows, cols, on_chip);
   CUDA_CHECK(cudaGetLastError());
-  layernorm_backward_columns<<<(cols + 255) / 256, 256, 0, stream>>>(partial_g, partial_b, dgamma, dbeta, blocks, cols);
+  layernorm_backward_columns<<<(cols + 63) / 64, 64, 0, stream>>>(partial_g, partial_b, dgamma, dbeta, blocks, cols);
   CUDA_CHECK(cudaGetLastError());
 }
 // STUB: void layernorm_backward_launch(const float*, const float*, const float*, const float*, const float*, float*, float*, float*, int, int, int, cudaStream_t) {}
@@ -525,7 +655,7 @@ template <int kDim>
 void attention_launch(const float* Q, const float* K, const float* V, float* O, float* lse, int heads, int seq, bool causal, cudaStream_t stream) {
   constexpr int kTile = kDim == 64 ? 64 : 32;
   const std::size_t bytes = (kQueriesPerBlock * kDim + kTile * (kDim + 1) + kTile * kDim) * sizeof(float);
-  CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kDim, kTile>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  allow_dynamic_shared(reinterpret_cast<const void*>(attention_forward_kernel<kDim, kTile>), static_cast<int>(bytes));
   const dim3 grid(static_cast<unsigned>((seq + kQueriesPerBlock - 1) / kQueriesPerBlock), static_cast<unsigned>(heads));
   attention_forward_kernel<kDim, kTile><<<grid, kAttentionThreads, bytes, stream>>>(Q, K, V, O, lse, seq, causal);
 }

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gpulab/check.hpp"
@@ -76,6 +78,16 @@ double overlap_model_seconds(double h, double c, double d, int chunks, int copy_
 
 double overlapped_transform(const float* x, float* y, std::size_t n, int chunks, int streams) {
   if (chunks < 1 || streams < 1) throw std::invalid_argument("overlapped_transform: need chunks >= 1 and streams >= 1");
+  // Pageable memory makes every cudaMemcpyAsync a staged, synchronous copy: the pipeline would
+  // run serially without a word. Say so instead.
+  for (const auto& [p, name] : {std::pair<const void*, const char*>{x, "x"}, {y, "y"}}) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess || a.type != cudaMemoryTypeHost) {
+      (void)cudaGetLastError();
+      throw std::invalid_argument(std::string("overlapped_transform: ") + name + " is not pinned host memory (cudaMallocHost): "
+                                  "copies from pageable memory cannot overlap");
+    }
+  }
   float *dx = nullptr, *dy = nullptr;
   CUDA_CHECK(cudaMalloc(&dx, n * sizeof(float)));
   CUDA_CHECK(cudaMalloc(&dy, n * sizeof(float)));

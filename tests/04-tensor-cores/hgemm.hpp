@@ -33,8 +33,9 @@ bool rung_supported(Rung rung, std::string* why = nullptr);
 
 /// C = A · B by the chosen rung, asynchronously on @p stream. The launcher pads: when M, N or K is
 /// not a multiple of 16, or A or B is not 32-byte aligned (what WMMA loads need), it copies A and B into zero-padded
-/// matrices (M, N, K rounded up to 16) first, so the kernels see 16-aligned operands; C is written
-/// as it is, M × N. Throws std::invalid_argument when M, N or K < 1, std::runtime_error when
+/// matrices (M, N, K rounded up to 16) first, so the kernels see 16-aligned operands; the copies
+/// live in stream-ordered memory (cudaMallocAsync / cudaFreeAsync on @p stream), so the call never
+/// waits and can be captured into a CUDA graph. C is written as it is, M × N. Throws std::invalid_argument when M, N or K < 1, std::runtime_error when
 /// !rung_supported(rung).
 void hgemm(Rung rung, int M, int N, int K, const __half* A, const __half* B, float* C, cudaStream_t stream = 0);
 

@@ -208,6 +208,8 @@ double overlap_model_seconds(double h, double c, double d, int chunks, int copy_
 /// in @p chunks chunks, each on its own stream (chunk i on stream i mod streams): copy the chunk
 /// in (cudaMemcpyAsync), launch_transform over it, copy it out, so that one chunk's copies overlap
 /// another's kernel. Returns the seconds from the first copy to the last (events). @p streams ≥ 1.
+/// Throws std::invalid_argument when x or y is not pinned (cudaPointerGetAttributes): copies from
+/// pageable memory are staged synchronously and the pipeline would silently run serially.
 double overlapped_transform(const float* x, float* y, std::size_t n, int chunks, int streams);
 /// The same with one stream and no chunks (copy in, kernel, copy out): the baseline (given).
 double serial_transform(const float* x, float* y, std::size_t n);

@@ -539,7 +539,7 @@ enum cudaDeviceAttr {
   cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
 };
 enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed };
-enum cudaGraphNodeType { cudaGraphNodeTypeKernel = 0, cudaGraphNodeTypeMemset = 2 };
+enum cudaGraphNodeType { cudaGraphNodeTypeKernel = 0, cudaGraphNodeTypeMemset = 2, cudaGraphNodeTypeMemAlloc = 10, cudaGraphNodeTypeMemFree = 11 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 inline constexpr unsigned cudaStreamNonBlocking = 1;
 struct cudaUUID_t { char bytes[16]; };
@@ -669,6 +669,20 @@ cudaError_t cudaMalloc(T** p, std::size_t n) {
 inline cudaError_t cudaFree(void* p) {
   if (p != nullptr) emu::release(p);
   return cudaSuccess;
+}
+/// Stream-ordered allocation: kernels run at launch here, so the order is the call order. Inside a
+/// capture (where kernels are recorded, not run) the nodes are recorded and nothing is freed.
+template <class T>
+cudaError_t cudaMallocAsync(T** p, std::size_t n, cudaStream_t s) {
+  if (emu::Stream* c = emu::capturing(s)) c->capture->nodes.push_back({cudaGraphNodeTypeMemAlloc, {}});
+  return cudaMalloc(p, n);
+}
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
+  if (emu::Stream* c = emu::capturing(s)) {
+    c->capture->nodes.push_back({cudaGraphNodeTypeMemFree, {}});
+    return cudaSuccess;
+  }
+  return cudaFree(p);
 }
 inline cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind) { if (n) std::memmove(dst, src, n); return cudaSuccess; }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind k, cudaStream_t = nullptr) { return cudaMemcpy(dst, src, n, k); }

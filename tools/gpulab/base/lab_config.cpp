@@ -218,10 +218,15 @@ LabConfig parse_lab_json(const std::string& text, const std::string& where) {
   const json performance = get<json>(j, "performance", json::object(), where);
   for (const auto& [id, spec] : performance.items()) {
     const std::string w = where + " performance." + id;
-    only_keys(spec, {"min_fraction_of_reference", "reference_min_fraction_of_baseline", "hint", "min_fraction_of_link", "link_gate_max_nodes"}, w);
+    only_keys(spec, {"min_fraction_of_reference", "reference_min_fraction_of_baseline", "hint", "min_fraction_of_link", "link_gate_max_nodes",
+                     "target_basis", "target_measured"}, w);
     lab.performance[id] = {fraction(spec, "min_fraction_of_reference", w), fraction(spec, "reference_min_fraction_of_baseline", w),
                            get<std::string>(spec, "hint", "", w), fraction(spec, "min_fraction_of_link", w),
-                           get<int>(spec, "link_gate_max_nodes", 0, w)};
+                           get<int>(spec, "link_gate_max_nodes", 0, w), get<std::string>(spec, "target_basis", "", w),
+                           get<bool>(spec, "target_measured", true, w)};
+    if (!lab.performance[id].target_measured && lab.performance[id].target_basis.empty()) {
+      throw ConfigError(w + ": an unmeasured target needs \"target_basis\" (the figure it rests on)");
+    }
     if (lab.performance[id].min_fraction_of_link > 0 && lab.performance[id].link_gate_max_nodes < 2) {
       throw ConfigError(w + ": \"min_fraction_of_link\" needs \"link_gate_max_nodes\" >= 2 (the most nodes it is judged at)");
     }

@@ -15,6 +15,7 @@
 ///                      code the learner's objects may not contain, and headers a learner file's
 ///                      compilation may not read
 ///     performance      {metric id: {min_fraction_of_reference, reference_min_fraction_of_baseline,
+///                       target_basis, target_measured,
 ///                      hint}}: keyed by the metric a [perf] case records
 ///     hints            {timeout, crash}: the scorecard's hint for a hang and for a crash
 ///     todo_hints       {NN.k: [hint, ...]}: `gpulab hint`'s ladder per TODO
@@ -61,6 +62,10 @@ struct PerfSpec {
   /// rate, for N ≤ link_gate_max_nodes (beyond, the figure is reported, not judged); 0: none.
   double min_fraction_of_link = 0.0;
   int link_gate_max_nodes = 0;
+  /// What the reference's target rests on ("measured on an H200 ...", "predicted from ..."); with
+  /// target_measured false the scorecard states the target as unmeasured, with this basis.
+  std::string target_basis{};
+  bool target_measured = true;
 };
 
 /// Library code the learner's objects may not contain (found with nm).

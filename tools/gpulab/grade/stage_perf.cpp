@@ -176,13 +176,16 @@ void describe_performance(Check& check, const PerfSamples& learner, const PerfSa
   const PerfSamples& ref = graded_is_reference ? learner : reference;
   const double mine = median(learner.fraction), theirs = median(ref.fraction), threshold =
       graded_is_reference ? spec.reference_min_fraction_of_baseline : spec.min_fraction_of_reference;
+  if (!spec.target_basis.empty()) d["target_basis"] = spec.target_basis;
+  d["target_measured"] = spec.target_measured;
   d.update({{"threshold", threshold}, {"variant", graded_is_reference ? "ref" : "learner"}, {"learner_fraction", mine},
             {"reference_fraction", theirs}, {"learner_value", median(learner.value)}, {"reference_value", median(ref.value)},
             {"baseline_value", median(learner.baseline)}, {"rounds", learner.fraction.size()}});
   const std::string base = base_name + " " + figure(median(learner.baseline)) + " " + unit;
   if (graded_is_reference) {
     check.details.push_back("reference " + figure(median(learner.value)) + " " + unit + " = " + fixed(100 * mine, 1) + " % of " + base +
-                            (threshold > 0 ? "; target ≥ " + fixed(100 * threshold, 0) + " %" : " (no absolute target: recorded in BENCHMARKS.md)"));
+                            (threshold > 0 ? "; target ≥ " + fixed(100 * threshold, 0) + " %" : " (no absolute target: recorded in BENCHMARKS.md)") +
+                            (spec.target_measured ? "" : " — target (unmeasured): " + spec.target_basis));
   } else {
     const double rel = theirs > 0 ? mine / theirs : 0.0;
     // Each run is judged against the baseline measured beside it: the percentages are medians of
