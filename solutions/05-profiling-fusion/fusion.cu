@@ -596,10 +596,14 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_forward_kernel(co
     Qs[i] = q < seq ? Q[head_base + static_cast<std::size_t>(q) * kDim + i % kDim] * scale : 0.0f;
   }
   constexpr int kRows = kQueriesPerBlock / (kAttentionThreads / 32), kCols = kDim / 32;
+  // Registers only if every index into m, l, o, s and p is a constant: every loop over them is
+  // unrolled (a loop left rolled puts them on the stack, in local memory).
   float m[kRows], l[kRows], o[kRows][kCols];
+#pragma unroll
   for (int r = 0; r < kRows; ++r) {
     m[r] = -INFINITY;
     l[r] = 0.0f;
+#pragma unroll
     for (int j = 0; j < kCols; ++j) o[r][j] = 0.0f;
   }
   const int last_key = causal ? (q0 + kQueriesPerBlock - 1 < seq ? q0 + kQueriesPerBlock - 1 : seq - 1) : seq - 1;
@@ -612,10 +616,12 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_forward_kernel(co
       Vs[i] = in ? V[head_base + static_cast<std::size_t>(key) * kDim + d] : 0.0f;
     }
     __syncthreads();
+#pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int qi = warp * kRows + r, q = q0 + qi;
       float s[kScores];
       float tile_max = -INFINITY;
+#pragma unroll
       for (int h = 0; h < kScores; ++h) {
         const int kj = lane + 32 * h, key = k0 + kj;
         float dot = 0.0f;
@@ -627,23 +633,34 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_forward_kernel(co
       if (new_m == -INFINITY) continue;  // nothing visible yet (a query past seq, or above the diagonal)
       const float rescale = expf(m[r] - new_m);  // exp(−∞) = 0 on the first visible tile
       float p[kScores], p_sum = 0.0f;
+#pragma unroll
       for (int h = 0; h < kScores; ++h) {
         p[h] = expf(s[h] - new_m);
         p_sum += p[h];
       }
       l[r] = l[r] * rescale + warp_sum(p_sum);
       m[r] = new_m;
+#pragma unroll
       for (int j = 0; j < kCols; ++j) o[r][j] *= rescale;
-      for (int kj = 0; kj < kKeysPerTile; ++kj) {
-        const float pk = __shfl_sync(0xffffffffu, p[kj / 32], kj % 32);
-        for (int j = 0; j < kCols; ++j) o[r][j] += pk * Vs[kj * kDim + lane + 32 * j];
+      // Key kj = 32·h + src: its p lives in lane src's p[h] (h a constant once unrolled).
+#pragma unroll
+      for (int h = 0; h < kScores; ++h) {
+#pragma unroll 8
+        for (int src = 0; src < 32; ++src) {
+          const float pk = __shfl_sync(0xffffffffu, p[h], src);
+          const float* vrow = Vs + (32 * h + src) * kDim + lane;
+#pragma unroll
+          for (int j = 0; j < kCols; ++j) o[r][j] += pk * vrow[32 * j];
+        }
       }
     }
   }
+#pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int q = q0 + warp * kRows + r;
     if (q >= seq) continue;
     const float inv = 1.0f / l[r];
+#pragma unroll
     for (int j = 0; j < kCols; ++j) O[head_base + static_cast<std::size_t>(q) * kDim + lane + 32 * j] = o[r][j] * inv;
     if (lane == 0) lse[static_cast<std::size_t>(head) * seq + q] = m[r] + logf(l[r]);
   }
