@@ -1,0 +1,74 @@
+/// @file nn_gpt.hpp
+/// @brief The first parts of gpulab::nn's GPT (the model labs 10–12 will parallelise and serve):
+/// dropout that any rank can replay, and the byte-level corpus the course ships. The layers, the
+/// model and generation are still to come (see the closing note of the issue that adds them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpulab::nn {
+
+// ---------------------------------------------------------------------------------------------
+// Dropout that can be replayed
+// ---------------------------------------------------------------------------------------------
+
+/// Where a dropout mask comes from. Element i of tensor @c tensor at step @c step of the run seeded
+/// @c seed is kept with probability 1 − p, decided by a pure function of (seed, step, tensor, i):
+/// the i-th output of SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
+/// generators", OOPSLA 2014) seeded with a key mixed from (seed, step, tensor). No state advances,
+/// so a rank holding elements [first, first + n) of a tensor makes exactly its slice of the mask,
+/// and a recomputation (activation checkpointing) makes the same mask again.
+struct DropoutStream {
+  std::uint64_t seed = 0;    ///< the run's seed
+  std::uint64_t step = 0;    ///< the training step
+  std::uint32_t tensor = 0;  ///< which dropout site (a stable id per layer and use)
+  float p = 0.0f;            ///< the probability of dropping, in [0, 1)
+};
+
+/// Whether element @p index of @p d's tensor is kept. Throws std::invalid_argument unless 0 ≤ p < 1.
+bool dropout_keeps(const DropoutStream& d, std::uint64_t index);
+
+/// y[k] = x[k] / (1 − p) where element first + k is kept, else 0, for k < n (inverted dropout:
+/// the expectation of y is x, so inference needs no rescaling). In place when x == y.
+void dropout_forward(const DropoutStream& d, std::uint64_t first, const float* x, float* y, std::size_t n);
+
+/// dx[k] = dy[k] / (1 − p) where element first + k is kept, else 0: the mask is made again, never
+/// stored.
+void dropout_backward(const DropoutStream& d, std::uint64_t first, const float* dy, float* dx, std::size_t n);
+
+// ---------------------------------------------------------------------------------------------
+// The corpus: the course's own lessons, as bytes
+// ---------------------------------------------------------------------------------------------
+
+/// Text as bytes, vocabulary 256, split once: the first 90 % of the bytes train, the last 10 %
+/// validate (a fixed split, the same on every machine for the same lessons).
+struct ByteCorpus {
+  std::vector<std::uint8_t> train;       ///< the first 90 %
+  std::vector<std::uint8_t> validation;  ///< the last 10 %
+  std::vector<std::string> files;        ///< the files read, in order (names only)
+};
+
+/// lessons/*.md of @p lessons_dir in file-name order, each followed by one newline. Throws
+/// std::runtime_error when the folder holds no lesson.
+ByteCorpus lessons_corpus(const std::string& lessons_dir);
+
+/// A batch of (context, next byte) windows: row b is text[starts[b] ..] for inputs and
+/// text[starts[b] + 1 ..] for targets, context bytes each.
+struct Windows {
+  std::size_t batch = 0;             ///< windows
+  std::size_t context = 0;           ///< bytes per window
+  std::vector<int> inputs;           ///< batch × context byte values, row by row
+  std::vector<int> targets;          ///< the next byte of each input position
+  std::vector<std::size_t> starts;   ///< where each window starts in the text
+};
+
+/// @p batch windows of @p context bytes from @p text, each start uniform in
+/// [0, size − context − 1], a pure function of (@p seed, @p step): every rank that asks for the
+/// same step gets the same batch. Throws std::invalid_argument when the text is shorter than
+/// context + 1 bytes or context or batch is 0.
+Windows sample_windows(const std::vector<std::uint8_t>& text, std::size_t context, std::size_t batch, std::uint64_t seed, std::uint64_t step);
+
+}  // namespace gpulab::nn
