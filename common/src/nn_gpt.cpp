@@ -3,6 +3,7 @@
 #include "gpulab/nn_gpt.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -46,7 +47,91 @@ void apply(const DropoutStream& d, std::uint64_t first, const float* in, float* 
   for (std::size_t k = 0; k < n; ++k) out[k] = keeps(key, first + k, d.p) ? in[k] * scale : 0.0f;
 }
 
+void host_only(const Tensor& t, const std::string& who) {
+  if (t.device() != Device::kHost) throw std::invalid_argument(who + ": host tensors only for now (the device path is still to come), got " + t.shape());
+}
+
 }  // namespace
+
+LayerNorm::LayerNorm(std::size_t width, float eps, const std::string& name) : width_(width), eps_(eps) {
+  if (width == 0) throw std::invalid_argument("LayerNorm: width must be at least 1");
+  if (!(eps > 0.0f)) throw std::invalid_argument("LayerNorm: eps must be positive");
+  gamma_.name = name + "weight";
+  gamma_.value = Tensor(1, width);
+  gamma_.value.fill(1.0f);
+  beta_.name = name + "bias";
+  beta_.value = Tensor(1, width);
+}
+
+Tensor LayerNorm::forward(const Tensor& x, Saved& saved) const {
+  host_only(x, describe());
+  if (x.cols() != width_) throw std::invalid_argument(describe() + ": input " + x.shape());
+  Tensor y = Tensor::uninitialized(x.rows(), width_), mean = Tensor::uninitialized(x.rows(), 1), rstd = Tensor::uninitialized(x.rows(), 1);
+  const float* g = gamma_.value.data();
+  const float* b = beta_.value.data();
+  for (std::size_t r = 0; r < x.rows(); ++r) {
+    const float* xr = x.data() + r * width_;
+    // Welford (1962): only deviations are squared.
+    float n = 0.0f, mu = 0.0f, m2 = 0.0f;
+    for (std::size_t c = 0; c < width_; ++c) {
+      n += 1.0f;
+      const float d = xr[c] - mu;
+      mu += d / n;
+      m2 += d * (xr[c] - mu);
+    }
+    const float rs = 1.0f / std::sqrt(m2 / static_cast<float>(width_) + eps_);
+    mean.data()[r] = mu;
+    rstd.data()[r] = rs;
+    float* yr = y.data() + r * width_;
+    for (std::size_t c = 0; c < width_; ++c) yr[c] = (xr[c] - mu) * rs * g[c] + b[c];
+  }
+  round_in_place(y);
+  saved.tensors.clear();
+  saved.tensors.push_back(x.clone());
+  saved.tensors.push_back(std::move(mean));
+  saved.tensors.push_back(std::move(rstd));
+  return y;
+}
+
+Tensor LayerNorm::backward(const Tensor& dy, const Saved& saved) {
+  if (saved.tensors.size() != 3) throw std::logic_error(describe() + ": backward without its forward's saved x, mean and rstd");
+  const Tensor& x = saved.tensors[0];
+  host_only(dy, describe());
+  if (dy.rows() != x.rows() || dy.cols() != width_) throw std::invalid_argument(describe() + ": backward of dy " + dy.shape() + " for the input " + x.shape());
+  if (!gamma_.frozen && gamma_.grad.empty()) gamma_.grad = Tensor(1, width_);
+  if (!beta_.frozen && beta_.grad.empty()) beta_.grad = Tensor(1, width_);
+  Tensor dx = Tensor::uninitialized(x.rows(), width_);
+  const float* g = gamma_.value.data();
+  const float inv_n = 1.0f / static_cast<float>(width_);
+  for (std::size_t r = 0; r < x.rows(); ++r) {
+    const float* xr = x.data() + r * width_;
+    const float* dyr = dy.data() + r * width_;
+    const float mu = saved.tensors[1].data()[r], rs = saved.tensors[2].data()[r];
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (std::size_t c = 0; c < width_; ++c) {
+      const float xhat = (xr[c] - mu) * rs, gc = dyr[c] * g[c];
+      sum_g += gc;
+      sum_gx += gc * xhat;
+      if (!gamma_.frozen) gamma_.grad.data()[c] += dyr[c] * xhat;
+      if (!beta_.frozen) beta_.grad.data()[c] += dyr[c];
+    }
+    const float mean_g = sum_g * inv_n, mean_gx = sum_gx * inv_n;
+    float* dxr = dx.data() + r * width_;
+    for (std::size_t c = 0; c < width_; ++c) {
+      const float xhat = (xr[c] - mu) * rs;
+      dxr[c] = rs * (dyr[c] * g[c] - mean_g - xhat * mean_gx);
+    }
+  }
+  if (!gamma_.frozen) round_in_place(gamma_.grad);
+  if (!beta_.frozen) round_in_place(beta_.grad);
+  round_in_place(dx);
+  return dx;
+}
+
+std::string LayerNorm::describe() const { return "LayerNorm(" + std::to_string(width_) + ")"; }
+// Welford's 3 subtractions, a division and a multiply-add per element, then 4 per element for y.
+double LayerNorm::forward_flops(std::size_t batch) const { return 10.0 * static_cast<double>(batch * width_); }
+std::size_t LayerNorm::saved_floats(std::size_t batch) const { return batch * (width_ + 2); }
 
 bool dropout_keeps(const DropoutStream& d, std::uint64_t index) {
   check_p(d.p);

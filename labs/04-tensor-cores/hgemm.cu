@@ -78,27 +78,44 @@ constexpr int kRowsPerPassA = kThreads / kChunksA, kRowsPerPassB = kThreads / kC
 constexpr int kPassesA = kBM / kRowsPerPassA, kPassesB = kBK / kRowsPerPassB;            ///< 2, 2
 static_assert(kPassesA * kRowsPerPassA == kBM && kPassesB * kRowsPerPassB == kBK, "the passes cover the tiles");
 
-/// Copies the A tile (rows m0 …, k0 …) and the B tile (k0 …, n0 …) into shared memory with 16-byte
-/// loads, zeros past the operands' edges (the chunk layout above).
+/// This thread's chunks of the A tile (rows m0 …, k0 …) and the B tile (k0 …, n0 …), in the layout
+/// above: pass i of A is row ra + i·kRowsPerPassA at column ca, read from a + i·kRowsPerPassA·Kp
+/// (B likewise), inside the operands when a_cols and the row is below Mp.
+struct TileChunks {
+  int ra, ca, rb, cb;
+  bool a_cols, b_cols;
+  const __half* a;
+  const __half* b;
+  __device__ __forceinline__ TileChunks(const Operands& o, int m0, int n0, int k0) {
+    const int tid = static_cast<int>(threadIdx.x);
+    ra = tid / kChunksA;
+    ca = (tid % kChunksA) * 8;
+    rb = tid / kChunksB;
+    cb = (tid % kChunksB) * 8;
+    a_cols = k0 + ca < o.Kp;
+    b_cols = n0 + cb < o.Np;
+    a = o.A + static_cast<std::size_t>(m0 + ra) * o.Kp + k0 + ca;
+    b = o.B + static_cast<std::size_t>(k0 + rb) * o.Np + n0 + cb;
+  }
+};
+
+/// Copies the A tile and the B tile into shared memory with 16-byte loads, zeros past the
+/// operands' edges.
 __device__ __forceinline__ void load_tiles_sync(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
-  const int tid = static_cast<int>(threadIdx.x);
-  const int ra = tid / kChunksA, ca = (tid % kChunksA) * 8, rb = tid / kChunksB, cb = (tid % kChunksB) * 8;
-  const bool a_cols = k0 + ca < o.Kp, b_cols = n0 + cb < o.Np;
-  const __half* a = o.A + static_cast<std::size_t>(m0 + ra) * o.Kp + k0 + ca;
-  const __half* b = o.B + static_cast<std::size_t>(k0 + rb) * o.Np + n0 + cb;
+  const TileChunks t(o, m0, n0, k0);
 #pragma unroll
   for (int i = 0; i < kPassesA; ++i) {
-    const int row = ra + i * kRowsPerPassA;
+    const int row = t.ra + i * kRowsPerPassA;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (a_cols && m0 + row < o.Mp) v = *reinterpret_cast<const uint4*>(a + static_cast<std::size_t>(i) * kRowsPerPassA * o.Kp);
-    *reinterpret_cast<uint4*>(As + row * kLdA + ca) = v;
+    if (t.a_cols && m0 + row < o.Mp) v = *reinterpret_cast<const uint4*>(t.a + static_cast<std::size_t>(i) * kRowsPerPassA * o.Kp);
+    *reinterpret_cast<uint4*>(As + row * kLdA + t.ca) = v;
   }
 #pragma unroll
   for (int i = 0; i < kPassesB; ++i) {
-    const int row = rb + i * kRowsPerPassB;
+    const int row = t.rb + i * kRowsPerPassB;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (b_cols && k0 + row < o.Kp) v = *reinterpret_cast<const uint4*>(b + static_cast<std::size_t>(i) * kRowsPerPassB * o.Np);
-    *reinterpret_cast<uint4*>(Bs + row * kLdB + cb) = v;
+    if (t.b_cols && k0 + row < o.Kp) v = *reinterpret_cast<const uint4*>(t.b + static_cast<std::size_t>(i) * kRowsPerPassB * o.Np);
+    *reinterpret_cast<uint4*>(Bs + row * kLdB + t.cb) = v;
   }
 }
 

@@ -3,9 +3,11 @@
 /// reproduces bit for bit, and the lessons corpus with its deterministic window sampler.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <stdexcept>
 #include <vector>
@@ -132,4 +134,134 @@ TEST_CASE("sample_windows: each target is the next byte and a step's batch is th
   CHECK(std::set<std::size_t>(w.starts.begin(), w.starts.end()).size() > batch / 2);
   CHECK_THROWS_AS(nn::sample_windows(std::vector<std::uint8_t>(16), 16, 1, 5, 0), std::invalid_argument);
   CHECK_THROWS_AS(nn::sample_windows(text, 0, 1, 5, 0), std::invalid_argument);
+}
+
+namespace {
+
+/// LayerNorm in fp64, written here (not the library's code): y, and the rows' mean and rstd.
+struct Ln64 {
+  std::vector<double> y, mean, rstd;
+};
+Ln64 layernorm64(const std::vector<double>& x, std::size_t rows, std::size_t width, const std::vector<double>& gamma,
+                 const std::vector<double>& beta, double eps) {
+  Ln64 out{std::vector<double>(rows * width), std::vector<double>(rows), std::vector<double>(rows)};
+  for (std::size_t r = 0; r < rows; ++r) {
+    double mu = 0.0, var = 0.0;
+    for (std::size_t c = 0; c < width; ++c) mu += x[r * width + c];
+    mu /= static_cast<double>(width);
+    for (std::size_t c = 0; c < width; ++c) var += (x[r * width + c] - mu) * (x[r * width + c] - mu);
+    var /= static_cast<double>(width);
+    const double rs = 1.0 / std::sqrt(var + eps);
+    out.mean[r] = mu;
+    out.rstd[r] = rs;
+    for (std::size_t c = 0; c < width; ++c) out.y[r * width + c] = (x[r * width + c] - mu) * rs * gamma[c] + beta[c];
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("LayerNorm on host tensors: forward within fp32's bound of fp64 and backward against fp64 central differences", "[cpu]") {
+  constexpr double u = 0x1p-24;
+  const float eps = 1e-5f;
+  struct Shape {
+    std::size_t rows, width;
+    double offset;  // added to every x: Welford's case (E[x²] − E[x]² would cancel)
+  };
+  for (const Shape s : {Shape{1, 1, 0.0}, Shape{7, 5, 0.0}, Shape{3, 33, 0.0}, Shape{4, 17, 1e4}}) {
+    gpulab::Rng rng(1000 + s.rows * 100 + s.width);
+    std::vector<float> xf(s.rows * s.width), dyf(s.rows * s.width), gf(s.width), bf(s.width);
+    for (float& v : xf) v = static_cast<float>(s.offset + rng.uniform(-1.0, 1.0));
+    for (float& v : dyf) v = static_cast<float>(rng.uniform(-1.0, 1.0));
+    for (float& v : gf) v = static_cast<float>(rng.uniform(0.5, 1.5));
+    for (float& v : bf) v = static_cast<float>(rng.uniform(-0.5, 0.5));
+    nn::LayerNorm ln(s.width, eps);
+    ln.gamma().value.assign(gf);
+    ln.beta().value.assign(bf);
+    nn::Saved saved;
+    const std::vector<float> y = ln.forward(nn::Tensor::from(xf, s.rows, s.width), saved).to_host();
+    const std::vector<float> dx = ln.backward(nn::Tensor::from(dyf, s.rows, s.width), saved).to_host();
+    const std::vector<float> dgamma = ln.gamma().grad.to_host(), dbeta = ln.beta().grad.to_host();
+
+    const std::vector<double> x(xf.begin(), xf.end()), dy(dyf.begin(), dyf.end()), g(gf.begin(), gf.end()), b(bf.begin(), bf.end());
+    const Ln64 want = layernorm64(x, s.rows, s.width, g, b, eps);
+    // Forward: x̂ in fp32 carries about (width + 4)·u of relative error from the mean and rstd
+    // (sums of width terms, the offset included), each further step a rounding: 8 × that.
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      const std::size_t r = i / s.width, c = i % s.width;
+      const double xhat = (x[i] - want.mean[r]) * want.rstd[r];
+      const double bound = 8.0 * (s.width + 4) * u * (std::abs(xhat) + (std::abs(x[i]) + std::abs(want.mean[r])) * want.rstd[r]) * g[c] + 4.0 * u * std::abs(b[c]);
+      if (std::abs(y[i] - want.y[i]) > bound) ++wrong;
+    }
+    INFO(s.rows << " x " << s.width << " at offset " << s.offset);
+    CHECK(wrong == 0);
+
+    // Backward: L = Σ dy·y; its gradients by central differences of the fp64 LayerNorm.
+    const auto loss = [&](const std::vector<double>& xx, const std::vector<double>& gg, const std::vector<double>& bb) {
+      const Ln64 o = layernorm64(xx, s.rows, s.width, gg, bb, eps);
+      double l = 0.0;
+      for (std::size_t i = 0; i < o.y.size(); ++i) l += dy[i] * o.y[i];
+      return l;
+    };
+    // The step: small against the rows' spread (1/rstd), not against |x|, which the offset makes
+    // 10⁴; in fp64 its truncation (h²) and cancellation (ε·|L|/h) errors are below 10⁻⁹.
+    const auto central = [&](std::vector<double>& v, std::size_t i, const std::function<double()>& f) {
+      const double h = 1e-5, keep = v[i];
+      v[i] = keep + h;
+      const double up = f();
+      v[i] = keep - h;
+      const double down = f();
+      v[i] = keep;
+      return (up - down) / (2.0 * h);
+    };
+    // fp32's error in x̂ = (x − mean)·rstd, absolute: the mean and rstd are sums of width terms of
+    // magnitude |x| (10⁴ at the offset), so 8·(width + 4)·u·(|x| + |mean|)·rstd.
+    std::vector<double> e_xhat(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const std::size_t r = i / s.width;
+      e_xhat[i] = 8.0 * (s.width + 4) * u * (std::abs(x[i]) + std::abs(want.mean[r])) * want.rstd[r];
+    }
+    std::vector<double> xx = x, gg = g, bb = b;
+    std::size_t wrong_dx = 0, wrong_dg = 0, wrong_db = 0;
+    for (std::size_t r = 0; r < s.rows; ++r) {
+      double mean_abs_g = 0.0, mean_abs_gx = 0.0, mean_gx = 0.0, mean_abs_g_e = 0.0;
+      for (std::size_t c = 0; c < s.width; ++c) {
+        const std::size_t i = r * s.width + c;
+        const double xhat = (x[i] - want.mean[r]) * want.rstd[r];
+        mean_abs_g += std::abs(dy[i] * g[c]) / s.width;
+        mean_abs_gx += std::abs(dy[i] * g[c] * xhat) / s.width;
+        mean_gx += dy[i] * g[c] * xhat / s.width;
+        mean_abs_g_e += std::abs(dy[i] * g[c]) * e_xhat[i] / s.width;
+      }
+      for (std::size_t c = 0; c < s.width; ++c) {
+        const std::size_t i = r * s.width + c;
+        const double xhat = (x[i] - want.mean[r]) * want.rstd[r];
+        const double fd = central(xx, i, [&] { return loss(xx, gg, bb); });
+        // dx = rstd·(g − mean(g) − x̂·mean(g·x̂)): the roundings of the two means (width terms
+        // each), and x̂'s error carried through x̂·mean(g·x̂); then 10⁻⁹ for the difference quotient.
+        const double dx_want = want.rstd[r] * (std::abs(dy[i] * g[c]) + mean_abs_g + std::abs(xhat) * mean_abs_gx);
+        const double bound = 8.0 * (s.width + 4) * u * want.rstd[r] * (std::abs(dy[i] * g[c]) + mean_abs_g + (1.0 + std::abs(xhat)) * mean_abs_gx) +
+                             want.rstd[r] * (e_xhat[i] * std::abs(mean_gx) + std::abs(xhat) * mean_abs_g_e) +
+                             8.0 * (s.width + 4) * u * (1.0 + std::abs(want.mean[r]) * want.rstd[r]) * dx_want + 1e-9;
+        if (std::abs(dx[i] - fd) > bound) ++wrong_dx;
+      }
+    }
+    for (std::size_t c = 0; c < s.width; ++c) {
+      double sum_abs = 0.0, sum_dy = 0.0, sum_e = 0.0;
+      for (std::size_t r = 0; r < s.rows; ++r) {
+        const std::size_t i = r * s.width + c;
+        sum_abs += std::abs(dy[i] * (x[i] - want.mean[r]) * want.rstd[r]);
+        sum_dy += std::abs(dy[i]);
+        sum_e += std::abs(dy[i]) * e_xhat[i];
+      }
+      const double fd_g = central(gg, c, [&] { return loss(xx, gg, bb); }), fd_b = central(bb, c, [&] { return loss(xx, gg, bb); });
+      if (std::abs(dgamma[c] - fd_g) > 8.0 * (s.rows + 4) * u * sum_abs + sum_e + 1e-9) ++wrong_dg;
+      if (std::abs(dbeta[c] - fd_b) > 8.0 * (s.rows + 1) * u * sum_dy + 1e-9) ++wrong_db;
+    }
+    CHECK(wrong_dx == 0);
+    CHECK(wrong_dg == 0);
+    CHECK(wrong_db == 0);
+  }
+  CHECK_THROWS_AS(nn::LayerNorm(0), std::invalid_argument);
 }

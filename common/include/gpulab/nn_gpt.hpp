@@ -1,7 +1,8 @@
 /// @file nn_gpt.hpp
 /// @brief The first parts of gpulab::nn's GPT (the model labs 10–12 will parallelise and serve):
-/// dropout that any rank can replay, and the byte-level corpus the course ships. The layers, the
-/// model and generation are still to come (see the closing note of the issue that adds them).
+/// LayerNorm (host tensors), dropout that any rank can replay, and the byte-level corpus the course
+/// ships. The embeddings, attention, the block, the model, generation and the device path are
+/// still to come.
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,37 @@
 #include <string>
 #include <vector>
 
+#include "gpulab/nn.hpp"
+
 namespace gpulab::nn {
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm
+// ---------------------------------------------------------------------------------------------
+
+/// y = (x − mean)·rstd·γ + β over each row, rstd = 1/√(var + eps), var the biased variance (÷ n),
+/// mean and variance by Welford in fp32 (no E[x²] − E[x]²). γ starts at 1, β at 0, named @p name +
+/// "weight" and "bias". Saves x, and each row's mean and rstd, for backward:
+/// dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) with g = dy·γ; dγ += Σ_rows dy·x̂, dβ += Σ_rows dy.
+/// Host tensors only for now (the GPT's device path is still to come): a device tensor throws.
+class LayerNorm final : public Layer {
+ public:
+  /// Over rows of @p width features.
+  explicit LayerNorm(std::size_t width, float eps = 1e-5f, const std::string& name = "");
+  Tensor forward(const Tensor& x, Saved& saved) const override;
+  Tensor backward(const Tensor& dy, const Saved& saved) override;
+  std::vector<Parameter*> parameters() override { return {&gamma_, &beta_}; }
+  std::string describe() const override;
+  double forward_flops(std::size_t batch) const override;
+  std::size_t saved_floats(std::size_t batch) const override;
+  Parameter& gamma() { return gamma_; }  ///< γ, 1 × width.
+  Parameter& beta() { return beta_; }    ///< β, 1 × width.
+
+ private:
+  std::size_t width_;
+  float eps_;
+  Parameter gamma_, beta_;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Dropout that can be replayed
