@@ -2,6 +2,8 @@
 /// @brief Replayable dropout and the lessons corpus (see nn_gpt.hpp).
 #include "gpulab/nn_gpt.hpp"
 
+#include "nn_internal.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -52,6 +54,64 @@ void host_only(const Tensor& t, const std::string& who) {
 }
 
 }  // namespace
+
+Embedding::Embedding(std::size_t vocab, std::size_t context, std::size_t width, std::uint64_t seed, const std::string& name) {
+  if (vocab == 0 || context == 0 || width == 0) throw std::invalid_argument("Embedding: vocab, context and width must be at least 1");
+  token_.name = name + "token";
+  token_.value = Tensor::from(detail::normal(vocab * width, 0.02f, seed), vocab, width);
+  position_.name = name + "position";
+  position_.value = Tensor::from(detail::normal(context * width, 0.02f, seed ^ 0x5bd1e995u), context, width);
+  round_in_place(token_.value);
+  round_in_place(position_.value);
+}
+
+void Embedding::check(const std::vector<int>& tokens, std::size_t T) const {
+  if (T == 0 || T > position_.value.rows() || tokens.size() % T != 0) {
+    throw std::invalid_argument("Embedding: " + std::to_string(tokens.size()) + " tokens in sequences of " + std::to_string(T) +
+                                " (the context holds " + std::to_string(position_.value.rows()) + ")");
+  }
+  for (const int id : tokens) {
+    if (id < 0 || static_cast<std::size_t>(id) >= token_.value.rows()) {
+      throw std::invalid_argument("Embedding: token " + std::to_string(id) + " outside the vocabulary of " + std::to_string(token_.value.rows()));
+    }
+  }
+}
+
+Tensor Embedding::forward(const std::vector<int>& tokens, std::size_t T) const {
+  host_only(token_.value, "Embedding");
+  check(tokens, T);
+  const std::size_t width = token_.value.cols();
+  Tensor x = Tensor::uninitialized(tokens.size(), width);
+  for (std::size_t r = 0; r < tokens.size(); ++r) {
+    const float* te = token_.value.data() + static_cast<std::size_t>(tokens[r]) * width;
+    const float* pe = position_.value.data() + (r % T) * width;
+    for (std::size_t c = 0; c < width; ++c) x.data()[r * width + c] = te[c] + pe[c];
+  }
+  round_in_place(x);
+  return x;
+}
+
+void Embedding::backward(const Tensor& dx, const std::vector<int>& tokens, std::size_t T) {
+  host_only(dx, "Embedding backward");
+  check(tokens, T);
+  const std::size_t width = token_.value.cols();
+  if (dx.rows() != tokens.size() || dx.cols() != width) throw std::invalid_argument("Embedding backward: dx " + dx.shape() + " for " + std::to_string(tokens.size()) + " tokens");
+  if (!token_.frozen && token_.grad.empty()) token_.grad = Tensor(token_.value.rows(), width);
+  if (!position_.frozen && position_.grad.empty()) position_.grad = Tensor(position_.value.rows(), width);
+  for (std::size_t r = 0; r < tokens.size(); ++r) {
+    const float* d = dx.data() + r * width;
+    if (!token_.frozen) {
+      float* g = token_.grad.data() + static_cast<std::size_t>(tokens[r]) * width;
+      for (std::size_t c = 0; c < width; ++c) g[c] += d[c];
+    }
+    if (!position_.frozen) {
+      float* g = position_.grad.data() + (r % T) * width;
+      for (std::size_t c = 0; c < width; ++c) g[c] += d[c];
+    }
+  }
+  if (!token_.frozen) round_in_place(token_.grad);
+  if (!position_.frozen) round_in_place(position_.grad);
+}
 
 LayerNorm::LayerNorm(std::size_t width, float eps, const std::string& name) : width_(width), eps_(eps) {
   if (width == 0) throw std::invalid_argument("LayerNorm: width must be at least 1");

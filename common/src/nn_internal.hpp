@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include <string>
@@ -11,6 +12,10 @@
 #include "gpulab/nn.hpp"
 
 namespace gpulab::nn::detail {
+
+/// Standard normal values × @p stddev from a 64-bit Mersenne twister by Box–Muller: the same on
+/// every platform (std::normal_distribution is not specified bit for bit).
+std::vector<float> normal(std::size_t n, float stddev, std::uint64_t seed);
 
 /// One set of primitive operations on raw fp32 buffers of one device.
 struct Ops {

@@ -12,20 +12,6 @@
 namespace gpulab::nn {
 namespace {
 
-/// Standard normal values from a 64-bit Mersenne twister by Box–Muller: the same on every
-/// platform (std::normal_distribution is not specified bit for bit).
-std::vector<float> normal(std::size_t n, float stddev, std::uint64_t seed) {
-  std::mt19937_64 engine(seed);
-  std::vector<float> out(n);
-  for (std::size_t i = 0; i < n; i += 2) {
-    const double u1 = (static_cast<double>(engine() >> 11) + 1.0) / 9007199254740993.0;  // (0, 1]
-    const double u2 = static_cast<double>(engine() >> 11) / 9007199254740992.0;          // [0, 1)
-    const double r = std::sqrt(-2.0 * std::log(u1)), a = 6.283185307179586 * u2;
-    out[i] = static_cast<float>(stddev * r * std::cos(a));
-    if (i + 1 < n) out[i + 1] = static_cast<float>(stddev * r * std::sin(a));
-  }
-  return out;
-}
 
 /// Zeros shaped like @p t (gradients, optimizer state: they accumulate).
 Tensor zeros_like(const Tensor& t) { return Tensor(t.rows(), t.cols(), t.device()); }
@@ -52,13 +38,27 @@ Tensor& state_of(std::map<const Parameter*, Tensor>& state, const Parameter& p, 
 
 }  // namespace
 
+// Box–Muller on std::mt19937_64 (see nn_internal.hpp).
+std::vector<float> detail::normal(std::size_t n, float stddev, std::uint64_t seed) {
+  std::mt19937_64 engine(seed);
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; i += 2) {
+    const double u1 = (static_cast<double>(engine() >> 11) + 1.0) / 9007199254740993.0;  // (0, 1]
+    const double u2 = static_cast<double>(engine() >> 11) / 9007199254740992.0;          // [0, 1)
+    const double r = std::sqrt(-2.0 * std::log(u1)), a = 6.283185307179586 * u2;
+    out[i] = static_cast<float>(stddev * r * std::cos(a));
+    if (i + 1 < n) out[i + 1] = static_cast<float>(stddev * r * std::sin(a));
+  }
+  return out;
+}
+
 Layer::~Layer() = default;
 Optimizer::~Optimizer() = default;
 
 Linear::Linear(std::size_t in, std::size_t out, std::uint64_t seed, Device device, const std::string& name) {
   weight_.name = name + "weight";
   bias_.name = name + "bias";
-  weight_.value = Tensor::from(normal(in * out, static_cast<float>(1.0 / std::sqrt(static_cast<double>(in))), seed), in, out, device);
+  weight_.value = Tensor::from(detail::normal(in * out, static_cast<float>(1.0 / std::sqrt(static_cast<double>(in))), seed), in, out, device);
   bias_.value = Tensor(1, out, device);
   round_in_place(weight_.value);
 }
@@ -274,7 +274,7 @@ Dataset teacher_dataset(std::size_t samples, std::size_t features, std::size_t c
   Dataset d;
   d.features = features;
   d.classes = classes;
-  d.inputs = normal(samples * features, 1.0f, seed);
+  d.inputs = detail::normal(samples * features, 1.0f, seed);
   // The labels are the data set's, whatever rounding hook a lab has installed.
   struct NoRounding {
     RoundingHook previous = set_rounding({});

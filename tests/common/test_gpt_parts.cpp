@@ -265,3 +265,52 @@ TEST_CASE("LayerNorm on host tensors: forward within fp32's bound of fp64 and ba
   }
   CHECK_THROWS_AS(nn::LayerNorm(0), std::invalid_argument);
 }
+
+TEST_CASE("Embedding: each row is its token's row plus its position's and backward adds into the rows used", "[cpu]") {
+  const std::size_t vocab = 11, context = 6, width = 5, T = 4;
+  nn::Embedding e(vocab, context, width, 3, "wte.");
+  CHECK(e.token().name == "wte.token");
+  CHECK(e.position().name == "wte.position");
+  const std::vector<int> tokens = {3, 7, 3, 10, 0, 0, 5, 3};  // two sequences of 4; token 3 three times, 0 twice
+  const std::vector<float> x = e.forward(tokens, T).to_host();
+  const std::vector<float> wte = e.token().value.to_host(), wpe = e.position().value.to_host();
+  std::size_t wrong = 0;
+  for (std::size_t r = 0; r < tokens.size(); ++r) {
+    for (std::size_t c = 0; c < width; ++c) {
+      // One fp32 addition of the two table entries: exact to compare.
+      if (x[r * width + c] != wte[static_cast<std::size_t>(tokens[r]) * width + c] + wpe[(r % T) * width + c]) ++wrong;
+    }
+  }
+  CHECK(wrong == 0);
+  // Backward with dx = 1 + r + c/8 (exact sums in fp32): wte's row v gets the sum over the rows
+  // using v, wpe's row t the sum over the rows at position t; rows never used stay 0.
+  std::vector<float> dxv(tokens.size() * width);
+  for (std::size_t r = 0; r < tokens.size(); ++r) {
+    for (std::size_t c = 0; c < width; ++c) dxv[r * width + c] = 1.0f + static_cast<float>(r) + static_cast<float>(c) / 8.0f;
+  }
+  e.backward(nn::Tensor::from(dxv, tokens.size(), width), tokens, T);
+  const std::vector<float> gt = e.token().grad.to_host(), gp = e.position().grad.to_host();
+  std::vector<double> want_t(vocab * width, 0.0), want_p(context * width, 0.0);
+  for (std::size_t r = 0; r < tokens.size(); ++r) {
+    for (std::size_t c = 0; c < width; ++c) {
+      want_t[static_cast<std::size_t>(tokens[r]) * width + c] += dxv[r * width + c];
+      want_p[(r % T) * width + c] += dxv[r * width + c];
+    }
+  }
+  std::size_t wrong_t = 0, wrong_p = 0;
+  for (std::size_t i = 0; i < want_t.size(); ++i) wrong_t += gt[i] != static_cast<float>(want_t[i]) ? 1 : 0;
+  for (std::size_t i = 0; i < want_p.size(); ++i) wrong_p += gp[i] != static_cast<float>(want_p[i]) ? 1 : 0;
+  CHECK(wrong_t == 0);
+  CHECK(wrong_p == 0);
+  CHECK_THROWS_AS(e.forward({3, 11}, 2), std::invalid_argument);   // outside the vocabulary
+  CHECK_THROWS_AS(e.forward({3, -1}, 2), std::invalid_argument);
+  CHECK_THROWS_AS(e.forward(std::vector<int>(7, 1), 7), std::invalid_argument);  // longer than the context
+  CHECK_THROWS_AS(e.forward({1, 2, 3}, 2), std::invalid_argument);  // not whole sequences
+  // The tables start N(0, 0.02²): over 55 + 30 values, the sample deviation is near 0.02.
+  double ss = 0.0;
+  for (float v : wte) ss += static_cast<double>(v) * v;
+  for (float v : wpe) ss += static_cast<double>(v) * v;
+  const double sd = std::sqrt(ss / static_cast<double>(wte.size() + wpe.size()));
+  INFO("sample deviation " << sd);
+  CHECK((sd > 0.014 && sd < 0.026));
+}

@@ -1,8 +1,8 @@
 /// @file nn_gpt.hpp
 /// @brief The first parts of gpulab::nn's GPT (the model labs 10–12 will parallelise and serve):
-/// LayerNorm (host tensors), dropout that any rank can replay, and the byte-level corpus the course
-/// ships. The embeddings, attention, the block, the model, generation and the device path are
-/// still to come.
+/// token and position embeddings and LayerNorm (host tensors), dropout that any rank can replay,
+/// and the byte-level corpus the course ships. Attention, the block, the model, generation and
+/// the device path are still to come.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +13,36 @@
 #include "gpulab/nn.hpp"
 
 namespace gpulab::nn {
+
+// ---------------------------------------------------------------------------------------------
+// Embeddings
+// ---------------------------------------------------------------------------------------------
+
+/// The GPT's input: for sequence b and position t, x[b·T + t] = wte[token] + wpe[t]. The token
+/// table (vocab × width, named @p name + "token", the one the LM head will share) and the position
+/// table (context × width, @p name + "position") start N(0, 0.02²), as GPT-2's, from @p seed.
+/// Host tensors only for now.
+class Embedding {
+ public:
+  /// Tables for @p vocab tokens and @p context positions of @p width features; throws
+  /// std::invalid_argument when any is 0.
+  Embedding(std::size_t vocab, std::size_t context, std::size_t width, std::uint64_t seed, const std::string& name = "");
+  /// @p tokens: batch · T ids in [0, vocab), sequence by sequence, T ≤ context. Returns the
+  /// (batch · T) × width rows. Throws std::invalid_argument for an id out of range, T = 0,
+  /// T > context, or a count that is not a multiple of T.
+  Tensor forward(const std::vector<int>& tokens, std::size_t T) const;
+  /// Adds row r of @p dx into the token table's row tokens[r] and the position table's row r mod T
+  /// (a token used twice gets both rows).
+  void backward(const Tensor& dx, const std::vector<int>& tokens, std::size_t T);
+  /// The token table, then the position table.
+  std::vector<Parameter*> parameters() { return {&token_, &position_}; }
+  Parameter& token() { return token_; }        ///< wte, vocab × width.
+  Parameter& position() { return position_; }  ///< wpe, context × width.
+
+ private:
+  void check(const std::vector<int>& tokens, std::size_t T) const;
+  Parameter token_, position_;
+};
 
 // ---------------------------------------------------------------------------------------------
 // LayerNorm
