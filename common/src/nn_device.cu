@@ -81,6 +81,171 @@ __global__ void adamw_kernel(float* w, const float* g, float* m, float* v, std::
   }
 }
 
+// ---- the GPT's kernels: one warp per row where a row is reduced, grid-stride loops elsewhere ----
+
+constexpr unsigned kFull = 0xffffffffu;
+
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+__device__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+
+/// The warp of this thread, counted over the grid, and the number of warps in the grid.
+#define GPULAB_NN_WARP_LOOP(row, rows)                                                                 \
+  for (std::size_t row = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < (rows); \
+       row += static_cast<std::size_t>(gridDim.x) * blockDim.x / 32)
+
+/// Each lane runs Welford over its columns; the lanes' (n, mean, M2) are merged by Chan, Golub and
+/// LeVeque's pairwise formula ("Algorithms for computing the sample variance", 1983).
+__global__ void layernorm_kernel(float* y, float* mean, float* rstd, const float* x, const float* gamma, const float* beta, std::size_t rows,
+                                 std::size_t cols, float eps) {
+  const unsigned lane = threadIdx.x % 32;
+  GPULAB_NN_WARP_LOOP(r, rows) {
+    const float* xr = x + r * cols;
+    float n = 0.0f, mu = 0.0f, m2 = 0.0f;
+    for (std::size_t c = lane; c < cols; c += 32) {
+      n += 1.0f;
+      const float d = xr[c] - mu;
+      mu += d / n;
+      m2 += d * (xr[c] - mu);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float n2 = __shfl_xor_sync(kFull, n, o), mu2 = __shfl_xor_sync(kFull, mu, o), m22 = __shfl_xor_sync(kFull, m2, o);
+      const float total = n + n2;
+      if (total > 0.0f) {
+        const float d = mu2 - mu;
+        m2 = m2 + m22 + d * d * n * n2 / total;
+        mu = mu + d * n2 / total;
+      }
+      n = total;
+    }
+    // Chan's merge is not symmetric in its two operands: lanes end within an ulp of each other,
+    // not equal. Every lane takes lane 0's, the statistics kept for backward.
+    mu = __shfl_sync(kFull, mu, 0);
+    m2 = __shfl_sync(kFull, m2, 0);
+    const float rs = 1.0f / sqrtf(m2 / static_cast<float>(cols) + eps);  // as the host rounds it, not rsqrtf's 2 ulp
+    if (lane == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+    for (std::size_t c = lane; c < cols; c += 32) y[r * cols + c] = (xr[c] - mu) * rs * gamma[c] + beta[c];
+  }
+}
+
+__global__ void layernorm_dx_kernel(float* dx, const float* dy, const float* x, const float* mean, const float* rstd, const float* gamma,
+                                    std::size_t rows, std::size_t cols) {
+  const unsigned lane = threadIdx.x % 32;
+  GPULAB_NN_WARP_LOOP(r, rows) {
+    const float mu = mean[r], rs = rstd[r];
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (std::size_t c = lane; c < cols; c += 32) {
+      const float g = dy[r * cols + c] * gamma[c];
+      sum_g += g;
+      sum_gx += g * (x[r * cols + c] - mu) * rs;
+    }
+    const float inv_n = 1.0f / static_cast<float>(cols);
+    const float mean_g = warp_sum(sum_g) * inv_n, mean_gx = warp_sum(sum_gx) * inv_n;
+    for (std::size_t c = lane; c < cols; c += 32) {
+      dx[r * cols + c] = rs * (dy[r * cols + c] * gamma[c] - mean_g - (x[r * cols + c] - mu) * rs * mean_gx);
+    }
+  }
+}
+
+/// dγ and dβ: one thread per column, the rows in order (deterministic).
+__global__ void layernorm_dparams_kernel(float* dgamma, float* dbeta, const float* dy, const float* x, const float* mean, const float* rstd,
+                                         std::size_t rows, std::size_t cols) {
+  GPULAB_NN_LOOP(c, cols) {
+    // Added into the gradient row by row, in the host's order.
+    float sg = dgamma != nullptr ? dgamma[c] : 0.0f, sb = dbeta != nullptr ? dbeta[c] : 0.0f;
+    for (std::size_t r = 0; r < rows; ++r) {
+      sg += dy[r * cols + c] * ((x[r * cols + c] - mean[r]) * rstd[r]);
+      sb += dy[r * cols + c];
+    }
+    if (dgamma != nullptr) dgamma[c] = sg;
+    if (dbeta != nullptr) dbeta[c] = sb;
+  }
+}
+
+__global__ void embed_kernel(float* x, const float* wte, const float* wpe, const int* tokens, std::size_t rows, std::size_t T, std::size_t width) {
+  GPULAB_NN_LOOP(i, rows * width) {
+    const std::size_t r = i / width, c = i % width;
+    x[i] = wte[static_cast<std::size_t>(tokens[r]) * width + c] + wpe[(r % T) * width + c];
+  }
+}
+
+/// dwpe[t][c] += Σ_b dx[b·T + t][c], b in order.
+__global__ void embed_dwpe_kernel(float* dwpe, const float* dx, std::size_t rows, std::size_t T, std::size_t width) {
+  GPULAB_NN_LOOP(i, T * width) {
+    const std::size_t t = i / width, c = i % width;
+    float s = dwpe[i];  // added row by row, in the host's order
+    for (std::size_t r = t; r < rows; r += T) s += dx[r * width + c];
+    dwpe[i] = s;
+  }
+}
+
+/// dwte[v][c] += Σ dx[r][c] over the rows r of token v (listed in order: rows[first[v] .. first[v+1])).
+__global__ void embed_dwte_kernel(float* dwte, const float* dx, const int* first, const int* rows_of, std::size_t vocab, std::size_t width) {
+  GPULAB_NN_LOOP(i, vocab * width) {
+    const std::size_t v = i / width, c = i % width;
+    if (first[v] == first[v + 1]) continue;
+    float s = dwte[i];  // added row by row, in the host's order
+    for (int k = first[v]; k < first[v + 1]; ++k) s += dx[static_cast<std::size_t>(rows_of[k]) * width + c];
+    dwte[i] = s;
+  }
+}
+
+__global__ void heads_from_rows_kernel(float* dst, const float* src, std::size_t B, std::size_t T, std::size_t H, std::size_t hd,
+                                       std::size_t src_cols, std::size_t offset) {
+  GPULAB_NN_LOOP(i, B * H * T * hd) {
+    const std::size_t e = i % hd, t = (i / hd) % T, h = (i / (hd * T)) % H, b = i / (hd * T * H);
+    dst[i] = src[(b * T + t) * src_cols + offset + h * hd + e];
+  }
+}
+
+__global__ void rows_from_heads_kernel(float* dst, const float* src, std::size_t B, std::size_t T, std::size_t H, std::size_t hd,
+                                       std::size_t dst_cols, std::size_t offset) {
+  GPULAB_NN_LOOP(i, B * H * T * hd) {
+    const std::size_t e = i % hd, t = (i / hd) % T, h = (i / (hd * T)) % H, b = i / (hd * T * H);
+    dst[(b * T + t) * dst_cols + offset + h * hd + e] = src[i];
+  }
+}
+
+__global__ void causal_softmax_kernel(float* p, const float* s, std::size_t groups, std::size_t rows, std::size_t cols, std::size_t offset,
+                                      float scale) {
+  const unsigned lane = threadIdx.x % 32;
+  GPULAB_NN_WARP_LOOP(r, groups * rows) {
+    const float* sr = s + r * cols;
+    float* pr = p + r * cols;
+    const std::size_t limit = offset + r % rows + 1, seen = limit < cols ? limit : cols;
+    float top = -INFINITY;
+    for (std::size_t j = lane; j < seen; j += 32) top = fmaxf(top, sr[j]);
+    top = warp_max(top);
+    float sum = 0.0f;
+    for (std::size_t j = lane; j < seen; j += 32) sum += expf(scale * (sr[j] - top));
+    const float inv = 1.0f / warp_sum(sum);
+    for (std::size_t j = lane; j < cols; j += 32) pr[j] = j < seen ? expf(scale * (sr[j] - top)) * inv : 0.0f;
+  }
+}
+
+__global__ void causal_softmax_backward_kernel(float* ds, const float* dp, const float* p, std::size_t rows, std::size_t cols, float scale) {
+  const unsigned lane = threadIdx.x % 32;
+  GPULAB_NN_WARP_LOOP(r, rows) {
+    float dot = 0.0f;
+    for (std::size_t j = lane; j < cols; j += 32) dot += p[r * cols + j] * dp[r * cols + j];
+    dot = warp_sum(dot);
+    for (std::size_t j = lane; j < cols; j += 32) ds[r * cols + j] = scale * p[r * cols + j] * (dp[r * cols + j] - dot);
+  }
+}
+
+__global__ void dropout_kernel(float* y, const float* x, std::size_t n, std::uint64_t key, std::uint64_t first, float p) {
+  const float keep_scale = 1.0f / (1.0f - p);
+  GPULAB_NN_LOOP(k, n) y[k] = dropout_keep(key, first + k, p) ? x[k] * keep_scale : 0.0f;
+}
+
 /// Launches a grid-stride kernel over n elements and waits (every nn op is synchronous).
 #define GPULAB_NN_LAUNCH(kernel, n, ...)                          \
   do {                                                            \
@@ -133,6 +298,61 @@ void device_softmax_ce(const float* z, const int* labels, std::size_t rows, std:
   CUDA_CHECK(cudaMemcpy(losses, dlosses.pointer, rows * sizeof(double), cudaMemcpyDeviceToHost));
 }
 
+void device_gemm_batched(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a, std::size_t sa,
+                         const float* b, std::size_t sb, float beta, float* c, std::size_t sc, std::size_t count) {
+  if (count == 0) return;
+  const auto ld = [](std::size_t x) { return static_cast<int>(std::max<std::size_t>(1, x)); };
+  CUBLAS_CHECK(cublasSgemmStridedBatched(handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+                                         static_cast<int>(m), static_cast<int>(k), &alpha, b, ld(tb ? k : n), static_cast<long long>(sb), a,
+                                         ld(ta ? m : k), static_cast<long long>(sa), &beta, c, ld(n), static_cast<long long>(sc),
+                                         static_cast<int>(count)));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+/// Enough blocks of kThreads for one warp per row.
+unsigned warp_blocks_for(std::size_t rows) { return blocks_for(rows * 32); }
+
+/// Launches a one-warp-per-row kernel and waits.
+#define GPULAB_NN_LAUNCH_ROWS(kernel, rows, ...)                  \
+  do {                                                            \
+    if ((rows) == 0) break;                                       \
+    kernel<<<warp_blocks_for(rows), kThreads>>>(__VA_ARGS__);     \
+    CUDA_CHECK_LAUNCH();                                          \
+    CUDA_CHECK(cudaDeviceSynchronize());                          \
+  } while (0)
+
+void device_layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x, const float* mean, const float* rstd,
+                               const float* gamma, std::size_t rows, std::size_t cols) {
+  GPULAB_NN_LAUNCH_ROWS(layernorm_dx_kernel, rows, dx, dy, x, mean, rstd, gamma, rows, cols);
+  if (dgamma != nullptr || dbeta != nullptr) GPULAB_NN_LAUNCH(layernorm_dparams_kernel, cols, dgamma, dbeta, dy, x, mean, rstd, rows, cols);
+}
+
+void device_embed(float* x, const float* wte, const float* wpe, const int* tokens, std::size_t rows, std::size_t T, std::size_t width) {
+  if (rows == 0) return;
+  Scratch dtokens(rows, sizeof(int));
+  CUDA_CHECK(cudaMemcpy(dtokens.pointer, tokens, rows * sizeof(int), cudaMemcpyHostToDevice));
+  GPULAB_NN_LAUNCH(embed_kernel, rows * width, x, wte, wpe, static_cast<const int*>(dtokens.pointer), rows, T, width);
+}
+
+void device_embed_backward(float* dwte, float* dwpe, const float* dx, const int* tokens, std::size_t rows, std::size_t T, std::size_t width,
+                           std::size_t vocab) {
+  if (rows == 0) return;
+  if (dwpe != nullptr) GPULAB_NN_LAUNCH(embed_dwpe_kernel, T * width, dwpe, dx, rows, T, width);
+  if (dwte == nullptr) return;
+  // The rows of each token, in order (a counting sort on the host): each table row is then summed
+  // by one thread in a fixed order, with no atomics.
+  std::vector<int> first(vocab + 1, 0), rows_of(rows);
+  for (std::size_t r = 0; r < rows; ++r) ++first[static_cast<std::size_t>(tokens[r]) + 1];
+  for (std::size_t v = 0; v < vocab; ++v) first[v + 1] += first[v];
+  std::vector<int> next(first.begin(), first.end() - 1);
+  for (std::size_t r = 0; r < rows; ++r) rows_of[static_cast<std::size_t>(next[static_cast<std::size_t>(tokens[r])]++)] = static_cast<int>(r);
+  Scratch dfirst(vocab + 1, sizeof(int)), drows(rows, sizeof(int));
+  CUDA_CHECK(cudaMemcpy(dfirst.pointer, first.data(), first.size() * sizeof(int), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(drows.pointer, rows_of.data(), rows * sizeof(int), cudaMemcpyHostToDevice));
+  GPULAB_NN_LAUNCH(embed_dwte_kernel, vocab * width, dwte, dx, static_cast<const int*>(dfirst.pointer), static_cast<const int*>(drows.pointer),
+                   vocab, width);
+}
+
 }  // namespace
 
 const Ops& device_ops() {
@@ -160,6 +380,28 @@ const Ops& device_ops() {
       [](float* w, const float* g, float* v, std::size_t n, float lr, float mom, float wd) { GPULAB_NN_LAUNCH(sgd_kernel, n, w, g, v, n, lr, mom, wd); },
       [](float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps, float wd, float c1, float c2) {
         GPULAB_NN_LAUNCH(adamw_kernel, n, w, g, m, v, n, lr, b1, b2, eps, wd, c1, c2);
+      },
+      device_gemm_batched,
+      [](float* y, float* mean, float* rstd, const float* x, const float* gamma, const float* beta, std::size_t rows, std::size_t cols, float eps) {
+        GPULAB_NN_LAUNCH_ROWS(layernorm_kernel, rows, y, mean, rstd, x, gamma, beta, rows, cols, eps);
+      },
+      device_layernorm_backward,
+      device_embed,
+      device_embed_backward,
+      [](float* dst, const float* src, std::size_t B, std::size_t T, std::size_t H, std::size_t hd, std::size_t cols, std::size_t offset) {
+        GPULAB_NN_LAUNCH(heads_from_rows_kernel, B * H * T * hd, dst, src, B, T, H, hd, cols, offset);
+      },
+      [](float* dst, const float* src, std::size_t B, std::size_t T, std::size_t H, std::size_t hd, std::size_t cols, std::size_t offset) {
+        GPULAB_NN_LAUNCH(rows_from_heads_kernel, B * H * T * hd, dst, src, B, T, H, hd, cols, offset);
+      },
+      [](float* p, const float* s, std::size_t groups, std::size_t rows, std::size_t cols, std::size_t offset, float scale) {
+        GPULAB_NN_LAUNCH_ROWS(causal_softmax_kernel, groups * rows, p, s, groups, rows, cols, offset, scale);
+      },
+      [](float* ds, const float* dp, const float* p, std::size_t rows, std::size_t cols, float scale) {
+        GPULAB_NN_LAUNCH_ROWS(causal_softmax_backward_kernel, rows, ds, dp, p, rows, cols, scale);
+      },
+      [](float* y, const float* x, std::size_t n, std::uint64_t key, std::uint64_t first, float p) {
+        GPULAB_NN_LAUNCH(dropout_kernel, n, y, x, n, key, first, p);
       },
   };
   return ops;

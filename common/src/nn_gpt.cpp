@@ -1,5 +1,5 @@
 /// @file nn_gpt.cpp
-/// @brief Replayable dropout and the lessons corpus (see nn_gpt.hpp).
+/// @brief The GPT's embeddings and LayerNorm, replayable dropout and the lessons corpus (see nn_gpt.hpp).
 #include "gpulab/nn_gpt.hpp"
 
 #include "nn_internal.hpp"
@@ -14,53 +14,28 @@
 namespace gpulab::nn {
 namespace {
 
-constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ull;  // SplitMix64's increment, 2⁶⁴/φ
-
-/// SplitMix64's output function (Steele, Lea and Flood 2014).
-std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/// The stream's key: (seed, step, tensor) mixed one after the other, each through the finaliser,
-/// so that neighbouring steps or tensors give unrelated keys.
-std::uint64_t key_of(const DropoutStream& d) {
-  std::uint64_t k = mix64(d.seed + kGolden);
-  k = mix64(k ^ (d.step + kGolden));
-  return mix64(k ^ (static_cast<std::uint64_t>(d.tensor) + kGolden));
-}
+using detail::kGolden;
+using detail::mix64;
 
 void check_p(float p) {
   if (!(p >= 0.0f && p < 1.0f)) throw std::invalid_argument("dropout: p must be in [0, 1) (got " + std::to_string(p) + ")");
 }
 
-/// Element @p index kept: the index-th SplitMix64 output of @p key, its top 24 bits as u in [0, 1).
-bool keeps(std::uint64_t key, std::uint64_t index, float p) {
-  const std::uint64_t bits = mix64(key + (index + 1) * kGolden);
-  const float u = static_cast<float>(bits >> 40) * 0x1p-24f;
-  return u >= p;
-}
+std::uint64_t key_of(const DropoutStream& d) { return detail::dropout_key(d.seed, d.step, d.tensor); }
 
 void apply(const DropoutStream& d, std::uint64_t first, const float* in, float* out, std::size_t n) {
   check_p(d.p);
-  const std::uint64_t key = key_of(d);
-  const float scale = 1.0f / (1.0f - d.p);
-  for (std::size_t k = 0; k < n; ++k) out[k] = keeps(key, first + k, d.p) ? in[k] * scale : 0.0f;
-}
-
-void host_only(const Tensor& t, const std::string& who) {
-  if (t.device() != Device::kHost) throw std::invalid_argument(who + ": host tensors only for now (the device path is still to come), got " + t.shape());
+  detail::host_ops().dropout(out, in, n, key_of(d), first, d.p);
 }
 
 }  // namespace
 
-Embedding::Embedding(std::size_t vocab, std::size_t context, std::size_t width, std::uint64_t seed, const std::string& name) {
+Embedding::Embedding(std::size_t vocab, std::size_t context, std::size_t width, std::uint64_t seed, const std::string& name, Device device) {
   if (vocab == 0 || context == 0 || width == 0) throw std::invalid_argument("Embedding: vocab, context and width must be at least 1");
   token_.name = name + "token";
-  token_.value = Tensor::from(detail::normal(vocab * width, 0.02f, seed), vocab, width);
+  token_.value = Tensor::from(detail::normal(vocab * width, 0.02f, seed), vocab, width, device);
   position_.name = name + "position";
-  position_.value = Tensor::from(detail::normal(context * width, 0.02f, seed ^ 0x5bd1e995u), context, width);
+  position_.value = Tensor::from(detail::normal(context * width, 0.02f, seed ^ 0x5bd1e995u), context, width, device);
   round_in_place(token_.value);
   round_in_place(position_.value);
 }
@@ -78,75 +53,46 @@ void Embedding::check(const std::vector<int>& tokens, std::size_t T) const {
 }
 
 Tensor Embedding::forward(const std::vector<int>& tokens, std::size_t T) const {
-  host_only(token_.value, "Embedding");
   check(tokens, T);
   const std::size_t width = token_.value.cols();
-  Tensor x = Tensor::uninitialized(tokens.size(), width);
-  for (std::size_t r = 0; r < tokens.size(); ++r) {
-    const float* te = token_.value.data() + static_cast<std::size_t>(tokens[r]) * width;
-    const float* pe = position_.value.data() + (r % T) * width;
-    for (std::size_t c = 0; c < width; ++c) x.data()[r * width + c] = te[c] + pe[c];
-  }
+  Tensor x = Tensor::uninitialized(tokens.size(), width, token_.value.device());
+  detail::ops_for(x.device()).embed(x.data(), token_.value.data(), position_.value.data(), tokens.data(), tokens.size(), T, width);
   round_in_place(x);
   return x;
 }
 
 void Embedding::backward(const Tensor& dx, const std::vector<int>& tokens, std::size_t T) {
-  host_only(dx, "Embedding backward");
   check(tokens, T);
   const std::size_t width = token_.value.cols();
-  if (dx.rows() != tokens.size() || dx.cols() != width) throw std::invalid_argument("Embedding backward: dx " + dx.shape() + " for " + std::to_string(tokens.size()) + " tokens");
-  if (!token_.frozen && token_.grad.empty()) token_.grad = Tensor(token_.value.rows(), width);
-  if (!position_.frozen && position_.grad.empty()) position_.grad = Tensor(position_.value.rows(), width);
-  for (std::size_t r = 0; r < tokens.size(); ++r) {
-    const float* d = dx.data() + r * width;
-    if (!token_.frozen) {
-      float* g = token_.grad.data() + static_cast<std::size_t>(tokens[r]) * width;
-      for (std::size_t c = 0; c < width; ++c) g[c] += d[c];
-    }
-    if (!position_.frozen) {
-      float* g = position_.grad.data() + (r % T) * width;
-      for (std::size_t c = 0; c < width; ++c) g[c] += d[c];
-    }
+  if (dx.rows() != tokens.size() || dx.cols() != width || dx.device() != token_.value.device()) {
+    throw std::invalid_argument("Embedding backward: dx " + dx.shape() + " for " + std::to_string(tokens.size()) + " tokens");
   }
+  if (!token_.frozen && token_.grad.empty()) token_.grad = Tensor(token_.value.rows(), width, dx.device());
+  if (!position_.frozen && position_.grad.empty()) position_.grad = Tensor(position_.value.rows(), width, dx.device());
+  detail::ops_for(dx.device())
+      .embed_backward(token_.frozen ? nullptr : token_.grad.data(), position_.frozen ? nullptr : position_.grad.data(), dx.data(), tokens.data(),
+                      tokens.size(), T, width, token_.value.rows());
   if (!token_.frozen) round_in_place(token_.grad);
   if (!position_.frozen) round_in_place(position_.grad);
 }
 
-LayerNorm::LayerNorm(std::size_t width, float eps, const std::string& name) : width_(width), eps_(eps) {
+LayerNorm::LayerNorm(std::size_t width, float eps, const std::string& name, Device device) : width_(width), eps_(eps) {
   if (width == 0) throw std::invalid_argument("LayerNorm: width must be at least 1");
   if (!(eps > 0.0f)) throw std::invalid_argument("LayerNorm: eps must be positive");
   gamma_.name = name + "weight";
-  gamma_.value = Tensor(1, width);
+  gamma_.value = Tensor(1, width, device);
   gamma_.value.fill(1.0f);
   beta_.name = name + "bias";
-  beta_.value = Tensor(1, width);
+  beta_.value = Tensor(1, width, device);
 }
 
 Tensor LayerNorm::forward(const Tensor& x, Saved& saved) const {
-  host_only(x, describe());
-  if (x.cols() != width_) throw std::invalid_argument(describe() + ": input " + x.shape());
-  Tensor y = Tensor::uninitialized(x.rows(), width_), mean = Tensor::uninitialized(x.rows(), 1), rstd = Tensor::uninitialized(x.rows(), 1);
-  const float* g = gamma_.value.data();
-  const float* b = beta_.value.data();
-  for (std::size_t r = 0; r < x.rows(); ++r) {
-    const float* xr = x.data() + r * width_;
-    // Welford (1962): only deviations are squared.
-    float n = 0.0f, mu = 0.0f, m2 = 0.0f;
-    for (std::size_t c = 0; c < width_; ++c) {
-      n += 1.0f;
-      const float d = xr[c] - mu;
-      mu += d / n;
-      m2 += d * (xr[c] - mu);
-    }
-    const float rs = 1.0f / std::sqrt(m2 / static_cast<float>(width_) + eps_);
-    mean.data()[r] = mu;
-    rstd.data()[r] = rs;
-    float* yr = y.data() + r * width_;
-    for (std::size_t c = 0; c < width_; ++c) yr[c] = (xr[c] - mu) * rs * g[c] + b[c];
-  }
+  if (x.cols() != width_ || x.device() != gamma_.value.device()) throw std::invalid_argument(describe() + ": input " + x.shape());
+  const Device dev = x.device();
+  Tensor y = Tensor::uninitialized(x.rows(), width_, dev), mean = Tensor::uninitialized(x.rows(), 1, dev), rstd = Tensor::uninitialized(x.rows(), 1, dev);
+  detail::ops_for(dev).layernorm(y.data(), mean.data(), rstd.data(), x.data(), gamma_.value.data(), beta_.value.data(), x.rows(), width_, eps_);
   round_in_place(y);
-  saved.tensors.clear();
+  saved.clear();
   saved.tensors.push_back(x.clone());
   saved.tensors.push_back(std::move(mean));
   saved.tensors.push_back(std::move(rstd));
@@ -156,32 +102,13 @@ Tensor LayerNorm::forward(const Tensor& x, Saved& saved) const {
 Tensor LayerNorm::backward(const Tensor& dy, const Saved& saved) {
   if (saved.tensors.size() != 3) throw std::logic_error(describe() + ": backward without its forward's saved x, mean and rstd");
   const Tensor& x = saved.tensors[0];
-  host_only(dy, describe());
-  if (dy.rows() != x.rows() || dy.cols() != width_) throw std::invalid_argument(describe() + ": backward of dy " + dy.shape() + " for the input " + x.shape());
-  if (!gamma_.frozen && gamma_.grad.empty()) gamma_.grad = Tensor(1, width_);
-  if (!beta_.frozen && beta_.grad.empty()) beta_.grad = Tensor(1, width_);
-  Tensor dx = Tensor::uninitialized(x.rows(), width_);
-  const float* g = gamma_.value.data();
-  const float inv_n = 1.0f / static_cast<float>(width_);
-  for (std::size_t r = 0; r < x.rows(); ++r) {
-    const float* xr = x.data() + r * width_;
-    const float* dyr = dy.data() + r * width_;
-    const float mu = saved.tensors[1].data()[r], rs = saved.tensors[2].data()[r];
-    float sum_g = 0.0f, sum_gx = 0.0f;
-    for (std::size_t c = 0; c < width_; ++c) {
-      const float xhat = (xr[c] - mu) * rs, gc = dyr[c] * g[c];
-      sum_g += gc;
-      sum_gx += gc * xhat;
-      if (!gamma_.frozen) gamma_.grad.data()[c] += dyr[c] * xhat;
-      if (!beta_.frozen) beta_.grad.data()[c] += dyr[c];
-    }
-    const float mean_g = sum_g * inv_n, mean_gx = sum_gx * inv_n;
-    float* dxr = dx.data() + r * width_;
-    for (std::size_t c = 0; c < width_; ++c) {
-      const float xhat = (xr[c] - mu) * rs;
-      dxr[c] = rs * (dyr[c] * g[c] - mean_g - xhat * mean_gx);
-    }
-  }
+  detail::check_like(dy, x, describe() + " backward: dy and the saved input");
+  if (!gamma_.frozen && gamma_.grad.empty()) gamma_.grad = Tensor(1, width_, dy.device());
+  if (!beta_.frozen && beta_.grad.empty()) beta_.grad = Tensor(1, width_, dy.device());
+  Tensor dx = Tensor::uninitialized(x.rows(), width_, dy.device());
+  detail::ops_for(dy.device())
+      .layernorm_backward(dx.data(), gamma_.frozen ? nullptr : gamma_.grad.data(), beta_.frozen ? nullptr : beta_.grad.data(), dy.data(), x.data(),
+                          saved.tensors[1].data(), saved.tensors[2].data(), gamma_.value.data(), x.rows(), width_);
   if (!gamma_.frozen) round_in_place(gamma_.grad);
   if (!beta_.frozen) round_in_place(beta_.grad);
   round_in_place(dx);
@@ -195,7 +122,7 @@ std::size_t LayerNorm::saved_floats(std::size_t batch) const { return batch * (w
 
 bool dropout_keeps(const DropoutStream& d, std::uint64_t index) {
   check_p(d.p);
-  return keeps(key_of(d), index, d.p);
+  return detail::dropout_keep(key_of(d), index, d.p);
 }
 
 void dropout_forward(const DropoutStream& d, std::uint64_t first, const float* x, float* y, std::size_t n) { apply(d, first, x, y, n); }

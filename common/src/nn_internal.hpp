@@ -11,7 +11,41 @@
 
 #include "gpulab/nn.hpp"
 
+#ifdef __CUDACC__
+#define GPULAB_NN_HD __host__ __device__
+#else
+#define GPULAB_NN_HD
+#endif
+
 namespace gpulab::nn::detail {
+
+// ---------------------------------------------------------------------------------------------
+// Dropout's mask, one function for the host loops and the kernels (see DropoutStream)
+// ---------------------------------------------------------------------------------------------
+
+constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ull;  ///< SplitMix64's increment, 2⁶⁴/φ
+
+/// SplitMix64's output function (Steele, Lea and Flood 2014).
+GPULAB_NN_HD inline std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// A mask's key: (seed, step, tensor) mixed one after the other, each through the finaliser, so
+/// that neighbouring steps or tensors give unrelated keys.
+GPULAB_NN_HD inline std::uint64_t dropout_key(std::uint64_t seed, std::uint64_t step, std::uint32_t tensor) {
+  std::uint64_t k = mix64(seed + kGolden);
+  k = mix64(k ^ (step + kGolden));
+  return mix64(k ^ (static_cast<std::uint64_t>(tensor) + kGolden));
+}
+
+/// Element @p index kept: the index-th SplitMix64 output of @p key, its top 24 bits as u in [0, 1).
+GPULAB_NN_HD inline bool dropout_keep(std::uint64_t key, std::uint64_t index, float p) {
+  const std::uint64_t bits = mix64(key + (index + 1) * kGolden);
+  const float u = static_cast<float>(bits >> 40) * 5.9604644775390625e-8f;  // 2⁻²⁴
+  return u >= p;
+}
 
 /// Standard normal values × @p stddev from a 64-bit Mersenne twister by Box–Muller: the same on
 /// every platform (std::normal_distribution is not specified bit for bit).
@@ -42,6 +76,36 @@ struct Ops {
   void (*sgd)(float* w, const float* g, float* v, std::size_t n, float lr, float momentum, float weight_decay);
   void (*adamw)(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps, float wd,
                 float correction1, float correction2);
+
+  // The GPT's operations (nn_gpt.hpp).
+  /// @p count GEMMs C_i = alpha · op(A_i) · op(B_i) + beta · C_i, X_i = X + i · stride_X (floats).
+  void (*gemm_batched)(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a, std::size_t stride_a,
+                       const float* b, std::size_t stride_b, float beta, float* c, std::size_t stride_c, std::size_t count);
+  /// Each row: y = (x − mean)·rstd·γ + β, the row's mean and rstd kept (Welford).
+  void (*layernorm)(float* y, float* mean, float* rstd, const float* x, const float* gamma, const float* beta, std::size_t rows,
+                    std::size_t cols, float eps);
+  /// dx written; dgamma, dbeta (either may be null) accumulated.
+  void (*layernorm_backward)(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x, const float* mean, const float* rstd,
+                             const float* gamma, std::size_t rows, std::size_t cols);
+  /// x[r] = wte[tokens[r]] + wpe[r mod T]; @p tokens in host memory, checked by the caller.
+  void (*embed)(float* x, const float* wte, const float* wpe, const int* tokens, std::size_t rows, std::size_t T, std::size_t width);
+  /// dwte[tokens[r]] += dx[r], dwpe[r mod T] += dx[r] (either may be null), in row order for every
+  /// destination row (deterministic).
+  void (*embed_backward)(float* dwte, float* dwpe, const float* dx, const int* tokens, std::size_t rows, std::size_t T, std::size_t width,
+                         std::size_t vocab);
+  /// Heads out of rows: dst[((b·H + h)·T + t)·hd + e] = src[(b·T + t)·src_cols + offset + h·hd + e].
+  void (*heads_from_rows)(float* dst, const float* src, std::size_t B, std::size_t T, std::size_t H, std::size_t hd, std::size_t src_cols,
+                          std::size_t offset);
+  /// The inverse: writes those columns of @p dst (dst_cols wide) from the heads in @p src.
+  void (*rows_from_heads)(float* dst, const float* src, std::size_t B, std::size_t T, std::size_t H, std::size_t hd, std::size_t dst_cols,
+                          std::size_t offset);
+  /// Groups of @p rows rows of @p cols scores: row i sees columns j ≤ offset + i; p = softmax(scale·s)
+  /// over those (max subtracted), 0 elsewhere. In place when p == s.
+  void (*causal_softmax)(float* p, const float* s, std::size_t groups, std::size_t rows, std::size_t cols, std::size_t offset, float scale);
+  /// ds = scale · p ⊙ (dp − Σ_j p·dp) per row (the masked entries, p = 0, get 0).
+  void (*causal_softmax_backward)(float* ds, const float* dp, const float* p, std::size_t rows, std::size_t cols, float scale);
+  /// y[k] = x[k] / (1 − p) where element first + k of the mask keyed @p key is kept, else 0.
+  void (*dropout)(float* y, const float* x, std::size_t n, std::uint64_t key, std::uint64_t first, float p);
 };
 
 const Ops& host_ops();

@@ -168,6 +168,12 @@ struct Parameter {
 /// What a layer's forward kept for its backward: owned by the caller.
 struct Saved {
   std::vector<Tensor> tensors;  ///< empty until forward runs (or after a checkpoint drops them)
+  std::vector<Saved> parts;     ///< a layer made of layers (a GPT block): what each of them kept
+  /// Drops everything (what activation checkpointing does to a segment).
+  void clear() {
+    tensors.clear();
+    parts.clear();
+  }
 };
 
 /// One layer: forward from an input, backward from the gradient of its output.
