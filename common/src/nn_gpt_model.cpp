@@ -89,19 +89,36 @@ CausalSelfAttention::CausalSelfAttention(std::size_t width, std::size_t heads, s
   b_proj_ = make_parameter(name + "c_proj.bias", 1, width, 0.0f, 0, device);
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x, const Pass& pass, Saved& saved) const {
-  const std::size_t d = width_, H = heads_, hd = d / H, T = pass.T;
-  if (x.cols() != d || T == 0 || x.rows() % T != 0 || x.device() != w_attn_.value.device()) {
-    throw std::invalid_argument("CausalSelfAttention(" + std::to_string(d) + "): input " + x.shape() + " in sequences of " + std::to_string(T));
+namespace {
+
+void check_slice(const HeadSlice& s, std::size_t qkv_rows, std::size_t qkv_cols, std::size_t T, const char* who) {
+  if (s.count == 0 || s.head_width == 0 || s.first + s.count > s.total || T == 0 || qkv_rows % T != 0 || qkv_cols != 3 * s.count * s.head_width) {
+    throw std::invalid_argument(std::string(who) + ": heads [" + std::to_string(s.first) + ", " + std::to_string(s.first + s.count) + ") of " +
+                                std::to_string(s.total) + ", " + std::to_string(s.head_width) + " wide, on " + std::to_string(qkv_rows) + " × " +
+                                std::to_string(qkv_cols) + " in sequences of " + std::to_string(T));
   }
-  const std::size_t B = x.rows() / T, n = B * H * T;
-  const Device dev = x.device();
+}
+
+/// Attention dropout over P (B·count·T × T) of @p slice, in place: batch b's rows are one run of
+/// the mask, starting at global head slice.first.
+void drop_heads(const detail::Ops& o, float* p, std::size_t B, std::size_t T, const HeadSlice& slice, const Pass& pass, const AttentionDropout& d) {
+  if (!pass.training || d.p == 0.0f) return;
+  const std::uint64_t key = detail::dropout_key(d.seed, pass.step, d.tensor), run = slice.count * T * T;
+  for (std::size_t b = 0; b < B; ++b) o.dropout(p + b * run, p + b * run, run, key, (b * slice.total + slice.first) * T * T, d.p);
+}
+
+}  // namespace
+
+Tensor attention_heads_forward(const Tensor& qkv, const HeadSlice& slice, const Pass& pass, const AttentionDropout& dropout, Saved& saved) {
+  const std::size_t T = pass.T, H = slice.count, hd = slice.head_width, w = H * hd;
+  check_slice(slice, qkv.rows(), qkv.cols(), T, "attention_heads_forward");
+  const std::size_t B = qkv.rows() / T, n = B * H * T;
+  const Device dev = qkv.device();
   const detail::Ops& o = detail::ops_for(dev);
-  const Tensor qkv = affine(x, w_attn_, b_attn_);
   Tensor q = Tensor::uninitialized(n, hd, dev), k = Tensor::uninitialized(n, hd, dev), v = Tensor::uninitialized(n, hd, dev);
-  o.heads_from_rows(q.data(), qkv.data(), B, T, H, hd, 3 * d, 0);
-  o.heads_from_rows(k.data(), qkv.data(), B, T, H, hd, 3 * d, d);
-  o.heads_from_rows(v.data(), qkv.data(), B, T, H, hd, 3 * d, 2 * d);
+  o.heads_from_rows(q.data(), qkv.data(), B, T, H, hd, 3 * w, 0);
+  o.heads_from_rows(k.data(), qkv.data(), B, T, H, hd, 3 * w, w);
+  o.heads_from_rows(v.data(), qkv.data(), B, T, H, hd, 3 * w, 2 * w);
   // Scores for every (b, h): Q·Kᵀ, T × T (the masked half too: a GEMM is cheaper than skipping it).
   Tensor p = Tensor::uninitialized(n, T, dev);
   o.gemm_batched(false, true, T, T, hd, 1.0f, q.data(), T * hd, k.data(), T * hd, 0.0f, p.data(), T * T, B * H);
@@ -109,66 +126,88 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const Pass& pass, Saved& sa
   round_in_place(p);
   Tensor dropped;
   const Tensor* weights = &p;
-  if (pass.training && p_ > 0.0f) {
-    dropped = Tensor::uninitialized(n, T, dev);
-    o.dropout(dropped.data(), p.data(), p.size(), detail::dropout_key(dropout_seed_, pass.step, tensor_), 0, p_);
+  if (pass.training && dropout.p > 0.0f) {
+    dropped = p.clone();
+    drop_heads(o, dropped.data(), B, T, slice, pass, dropout);
     round_in_place(dropped);
     weights = &dropped;
   }
   Tensor heads_out = Tensor::uninitialized(n, hd, dev);
   o.gemm_batched(false, false, T, hd, T, 1.0f, weights->data(), T * T, v.data(), T * hd, 0.0f, heads_out.data(), T * hd, B * H);
-  Tensor merged = Tensor::uninitialized(B * T, d, dev);
-  o.rows_from_heads(merged.data(), heads_out.data(), B, T, H, hd, d, 0);
+  Tensor merged = Tensor::uninitialized(B * T, w, dev);
+  o.rows_from_heads(merged.data(), heads_out.data(), B, T, H, hd, w, 0);
   round_in_place(merged);
-  Tensor y = affine(merged, w_proj_, b_proj_);
   saved.clear();
-  saved.tensors.push_back(x.clone());
   saved.tensors.push_back(std::move(q));
   saved.tensors.push_back(std::move(k));
   saved.tensors.push_back(std::move(v));
   saved.tensors.push_back(std::move(p));
-  saved.tensors.push_back(std::move(merged));
-  return y;
+  return merged;
 }
 
-Tensor CausalSelfAttention::backward(const Tensor& dy, const Pass& pass, const Saved& saved) {
-  if (saved.tensors.size() != 6) throw std::logic_error("CausalSelfAttention: backward without its forward's saved activations");
-  const Tensor &x = saved.tensors[0], &q = saved.tensors[1], &k = saved.tensors[2], &v = saved.tensors[3], &p = saved.tensors[4],
-               &merged = saved.tensors[5];
-  const std::size_t d = width_, H = heads_, hd = d / H, T = p.cols();
-  if (pass.T != T) throw std::invalid_argument("CausalSelfAttention backward: a Pass of T = " + std::to_string(pass.T) + " for a forward of T = " + std::to_string(T));
-  detail::check_like(dy, merged, "CausalSelfAttention backward: dy and the output");
-  const std::size_t B = x.rows() / T, n = B * H * T;
-  const Device dev = dy.device();
+Tensor attention_heads_backward(const Tensor& dmerged, const HeadSlice& slice, const Pass& pass, const AttentionDropout& dropout,
+                                const Saved& saved) {
+  if (saved.tensors.size() != 4) throw std::logic_error("attention_heads_backward: without its forward's saved Q, K, V and P");
+  const Tensor &q = saved.tensors[0], &k = saved.tensors[1], &v = saved.tensors[2], &p = saved.tensors[3];
+  const std::size_t H = slice.count, hd = slice.head_width, w = H * hd, T = p.cols();
+  if (pass.T != T) throw std::invalid_argument("attention_heads_backward: a Pass of T = " + std::to_string(pass.T) + " for a forward of T = " + std::to_string(T));
+  check_slice(slice, dmerged.rows(), 3 * dmerged.cols(), T, "attention_heads_backward");
+  const std::size_t B = dmerged.rows() / T, n = B * H * T;
+  if (q.rows() != n || q.cols() != hd) throw std::invalid_argument("attention_heads_backward: saved heads for another slice");
+  const Device dev = dmerged.device();
   const detail::Ops& o = detail::ops_for(dev);
-  const Tensor dmerged = affine_backward(dy, merged, w_proj_, b_proj_);
   Tensor dout = Tensor::uninitialized(n, hd, dev);
-  o.heads_from_rows(dout.data(), dmerged.data(), B, T, H, hd, d, 0);
-  const bool dropping = pass.training && p_ > 0.0f;
-  const std::uint64_t key = detail::dropout_key(dropout_seed_, pass.step, tensor_);
+  o.heads_from_rows(dout.data(), dmerged.data(), B, T, H, hd, w, 0);
+  const bool dropping = pass.training && dropout.p > 0.0f;
   Tensor dropped;
   const Tensor* weights = &p;
   if (dropping) {  // the mask is made again, not stored
-    dropped = Tensor::uninitialized(n, T, dev);
-    o.dropout(dropped.data(), p.data(), p.size(), key, 0, p_);
+    dropped = p.clone();
+    drop_heads(o, dropped.data(), B, T, slice, pass, dropout);
     round_in_place(dropped);
     weights = &dropped;
   }
   Tensor dv = Tensor::uninitialized(n, hd, dev), ds = Tensor::uninitialized(n, T, dev);
   o.gemm_batched(true, false, T, hd, T, 1.0f, weights->data(), T * T, dout.data(), T * hd, 0.0f, dv.data(), T * hd, B * H);  // dV = P̃ᵀ·dO
   o.gemm_batched(false, true, T, T, hd, 1.0f, dout.data(), T * hd, v.data(), T * hd, 0.0f, ds.data(), T * T, B * H);          // dP̃ = dO·Vᵀ
-  if (dropping) o.dropout(ds.data(), ds.data(), ds.size(), key, 0, p_);                                                         // dP
-  round_in_place(ds);
-  o.causal_softmax_backward(ds.data(), ds.data(), p.data(), n, T, 1.0f / std::sqrt(static_cast<float>(hd)));                  // dS
+  if (dropping) {                                                                                                               // dP
+    drop_heads(o, ds.data(), B, T, slice, pass, dropout);
+    round_in_place(ds);
+  }
+  o.causal_softmax_backward(ds.data(), ds.data(), p.data(), n, T, 1.0f / std::sqrt(static_cast<float>(hd)));  // dS
   round_in_place(ds);
   Tensor dq = Tensor::uninitialized(n, hd, dev), dk = Tensor::uninitialized(n, hd, dev);
   o.gemm_batched(false, false, T, hd, T, 1.0f, ds.data(), T * T, k.data(), T * hd, 0.0f, dq.data(), T * hd, B * H);  // dQ = dS·K
   o.gemm_batched(true, false, T, hd, T, 1.0f, ds.data(), T * T, q.data(), T * hd, 0.0f, dk.data(), T * hd, B * H);   // dK = dSᵀ·Q
-  Tensor dqkv = Tensor::uninitialized(B * T, 3 * d, dev);
-  o.rows_from_heads(dqkv.data(), dq.data(), B, T, H, hd, 3 * d, 0);
-  o.rows_from_heads(dqkv.data(), dk.data(), B, T, H, hd, 3 * d, d);
-  o.rows_from_heads(dqkv.data(), dv.data(), B, T, H, hd, 3 * d, 2 * d);
+  Tensor dqkv = Tensor::uninitialized(B * T, 3 * w, dev);
+  o.rows_from_heads(dqkv.data(), dq.data(), B, T, H, hd, 3 * w, 0);
+  o.rows_from_heads(dqkv.data(), dk.data(), B, T, H, hd, 3 * w, w);
+  o.rows_from_heads(dqkv.data(), dv.data(), B, T, H, hd, 3 * w, 2 * w);
   round_in_place(dqkv);
+  return dqkv;
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x, const Pass& pass, Saved& saved) const {
+  const std::size_t d = width_, T = pass.T;
+  if (x.cols() != d || T == 0 || x.rows() % T != 0 || x.device() != w_attn_.value.device()) {
+    throw std::invalid_argument("CausalSelfAttention(" + std::to_string(d) + "): input " + x.shape() + " in sequences of " + std::to_string(T));
+  }
+  saved.clear();
+  saved.parts.resize(1);
+  Tensor merged = attention_heads_forward(affine(x, w_attn_, b_attn_), HeadSlice{heads_, 0, heads_, d / heads_}, pass,
+                                          AttentionDropout{dropout_seed_, tensor_, p_}, saved.parts[0]);
+  Tensor y = affine(merged, w_proj_, b_proj_);
+  saved.tensors.push_back(x.clone());
+  saved.tensors.push_back(std::move(merged));
+  return y;
+}
+
+Tensor CausalSelfAttention::backward(const Tensor& dy, const Pass& pass, const Saved& saved) {
+  if (saved.tensors.size() != 2 || saved.parts.size() != 1) throw std::logic_error("CausalSelfAttention: backward without its forward's saved activations");
+  const Tensor &x = saved.tensors[0], &merged = saved.tensors[1];
+  detail::check_like(dy, merged, "CausalSelfAttention backward: dy and the output");
+  const Tensor dqkv = attention_heads_backward(affine_backward(dy, merged, w_proj_, b_proj_), HeadSlice{heads_, 0, heads_, width_ / heads_}, pass,
+                                               AttentionDropout{dropout_seed_, tensor_, p_}, saved.parts[0]);
   return affine_backward(dqkv, x, w_attn_, b_attn_);
 }
 

@@ -345,8 +345,9 @@ TEST_CASE("GPT attention on 2 tokens with 1 head and d = 4 worked by hand", "[cp
   const nn::Pass pass{2, 0, false};
   const std::vector<float> y = attn.forward(nn::Tensor::from({1, 0, 0, 0, 0, 1, 0, 0}, 2, d), pass, saved).to_host();
   const double p10 = 1.0 / (1.0 + std::exp(0.5)), p11 = 1.0 - p10;
-  REQUIRE(saved.tensors.size() == 6);
-  const std::vector<float> p = saved.tensors[4].to_host();  // P, B·H·T × T
+  REQUIRE(saved.parts.size() == 1);
+  REQUIRE(saved.parts[0].tensors.size() == 4);
+  const std::vector<float> p = saved.parts[0].tensors[3].to_host();  // P, B·H·T × T
   const std::vector<double> want_p = {1.0, 0.0, p10, p11};
   const std::vector<double> want_y = {2, 0, 0, 0, 2 * p10, 2 * p11, 0, 0};
   for (std::size_t i = 0; i < 4; ++i) CHECK(p[i] == Approx(want_p[i]).margin(1e-7));
@@ -410,6 +411,47 @@ TEST_CASE("GPT causal mask: changing a later token changes no earlier logit bit 
     CHECK(earlier_moved == 0);
     CHECK(later_moved == 0);
   }
+}
+
+TEST_CASE("GPT attention on a slice of the heads is that slice of the whole bit for bit with dropout", "[cpu]") {
+  // What a tensor-parallel rank computes: heads [2r, 2r + 2) of 6, from its columns of qkv.
+  const std::size_t B = 3, T = 7, H = 6, hd = 5, per_rank = 2, w = H * hd;
+  gpulab::Rng rng(50);
+  const std::vector<float> qkv = rng.uniform_vector(B * T * 3 * w, -2.0f, 2.0f), dy = rng.uniform_vector(B * T * w, -1.0f, 1.0f);
+  const nn::Pass pass{T, 9, true};
+  const nn::AttentionDropout dropout{77, 4, 0.3f};
+  nn::Saved whole_saved;
+  const std::vector<float> whole = nn::attention_heads_forward(nn::Tensor::from(qkv, B * T, 3 * w), nn::HeadSlice{H, 0, H, hd}, pass, dropout, whole_saved).to_host();
+  const std::vector<float> dwhole = nn::attention_heads_backward(nn::Tensor::from(dy, B * T, w), nn::HeadSlice{H, 0, H, hd}, pass, dropout, whole_saved).to_host();
+  for (std::size_t r = 0; r < H / per_rank; ++r) {
+    const std::size_t lw = per_rank * hd, c0 = r * lw;  // this rank's columns within each third
+    std::vector<float> local(B * T * 3 * lw), dlocal(B * T * lw);
+    for (std::size_t row = 0; row < B * T; ++row) {
+      for (std::size_t third = 0; third < 3; ++third) {
+        for (std::size_t c = 0; c < lw; ++c) local[row * 3 * lw + third * lw + c] = qkv[row * 3 * w + third * w + c0 + c];
+      }
+      for (std::size_t c = 0; c < lw; ++c) dlocal[row * lw + c] = dy[row * w + c0 + c];
+    }
+    const nn::HeadSlice slice{per_rank, r * per_rank, H, hd};
+    nn::Saved saved;
+    const std::vector<float> y = nn::attention_heads_forward(nn::Tensor::from(local, B * T, 3 * lw), slice, pass, dropout, saved).to_host();
+    const std::vector<float> dq = nn::attention_heads_backward(nn::Tensor::from(dlocal, B * T, lw), slice, pass, dropout, saved).to_host();
+    std::size_t differ = 0, differ_grad = 0;
+    for (std::size_t row = 0; row < B * T; ++row) {
+      for (std::size_t c = 0; c < lw; ++c) {
+        if (std::memcmp(&y[row * lw + c], &whole[row * w + c0 + c], sizeof(float)) != 0) ++differ;
+        for (std::size_t third = 0; third < 3; ++third) {
+          if (std::memcmp(&dq[row * 3 * lw + third * lw + c], &dwhole[row * 3 * w + third * w + c0 + c], sizeof(float)) != 0) ++differ_grad;
+        }
+      }
+    }
+    INFO("rank " << r << ": heads " << slice.first << " and " << slice.first + 1);
+    CHECK(differ == 0);
+    CHECK(differ_grad == 0);
+  }
+  nn::Saved saved;
+  CHECK_THROWS_WITH(nn::attention_heads_forward(nn::Tensor::from(qkv, B * T, 3 * w), nn::HeadSlice{H, 1, H, hd}, pass, dropout, saved),
+                    Catch::Contains("heads [1, 7) of 6"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -598,12 +640,13 @@ TEST_CASE("GPT takes every tensor from the installed allocator and rounds host t
     const nn::Tensor logits = model.forward(batch, saved);
     CHECK(all_bf16(logits.to_host()));
     // What the blocks kept: LayerNorm's input (its mean and rstd are statistics, kept in fp32),
-    // and attention's x, Q, K, V, P and merged output; then the MLP's activations.
+    // attention's x and merged output, its core's Q, K, V and P; then the MLP's activations.
     for (std::size_t u = 1; u <= c.layers; ++u) {
       REQUIRE(saved[u].parts.size() == 3);
       CHECK(all_bf16(saved[u].parts[0].tensors.at(0).to_host()));
       CHECK(all_bf16(saved[u].parts[2].tensors.at(0).to_host()));
       for (const nn::Tensor& t : saved[u].parts[1].tensors) CHECK(all_bf16(t.to_host()));
+      for (const nn::Tensor& t : saved[u].parts[1].parts.at(0).tensors) CHECK(all_bf16(t.to_host()));
       for (const nn::Tensor& t : saved[u].tensors) CHECK(all_bf16(t.to_host()));
     }
     nn::Tensor dlogits;

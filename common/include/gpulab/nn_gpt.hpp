@@ -97,6 +97,33 @@ class LayerNorm final : public Layer {
 // Causal multi-head self-attention
 // ---------------------------------------------------------------------------------------------
 
+/// Which heads of an attention layer a call computes: heads [first, first + count) of total, each
+/// head_width wide. A rank of a tensor-parallel group holds such a slice; one process holds all.
+struct HeadSlice {
+  std::size_t count = 0;       ///< heads computed here
+  std::size_t first = 0;       ///< the global index of the first of them
+  std::size_t total = 0;       ///< heads in the whole layer (H)
+  std::size_t head_width = 0;  ///< hd
+};
+
+/// The attention dropout of one layer: its mask is element ((b·H + h)·T + i)·T + j of
+/// DropoutStream{seed, pass.step, tensor, p} for global head h, whichever slice computes it.
+struct AttentionDropout {
+  std::uint64_t seed = 0;    ///< the model's seed
+  std::uint32_t tensor = 0;  ///< the layer's attention dropout tensor id
+  float p = 0.0f;            ///< the probability of dropping (applied only when pass.training)
+};
+
+/// The core of causal attention for the heads of @p slice: from @p qkv, (B·T) × 3·count·hd laid out
+/// [Q | K | V] with head h of the slice at columns h·hd … of each third (what a column-parallel
+/// c_attn computes on one rank), to the heads' outputs merged into rows, (B·T) × count·hd (what a
+/// row-parallel c_proj takes). Keeps Q, K, V and P (B·count·T × T, before dropout) in @p saved.
+/// Throws std::invalid_argument for a slice outside its layer or a qkv of another shape.
+Tensor attention_heads_forward(const Tensor& qkv, const HeadSlice& slice, const Pass& pass, const AttentionDropout& dropout, Saved& saved);
+/// dL/dqkv from dL/d(merged output), with the masks made again from @p dropout.
+Tensor attention_heads_backward(const Tensor& dmerged, const HeadSlice& slice, const Pass& pass, const AttentionDropout& dropout,
+                                const Saved& saved);
+
 /// y = c_proj(concat_h softmax_causal(Q_h·K_hᵀ/√hd)·V_h) with [Q | K | V] = c_attn(x), written as
 /// GEMMs and row operations:
 ///   qkv = x·W_attn + b_attn                        (B·T) × 3d
@@ -108,7 +135,8 @@ class LayerNorm final : public Layer {
 /// The per-head layout, which tensor parallelism splits: column c of qkv is Q for c < d, K for
 /// d ≤ c < 2d, V after, and within each third head h owns columns h·hd … (h + 1)·hd − 1 (hd = d/H).
 /// Row h·hd … of W_proj reads head h's output. Attention dropout's mask element for (b, h, i, j)
-/// is index ((b·H + h)·T + i)·T + j of the tensor id given at construction.
+/// is index ((b·H + h)·T + i)·T + j of the tensor id given at construction. The core between the
+/// projections is attention_heads_forward over all heads.
 class CausalSelfAttention {
  public:
   /// @p width = d features in @p heads heads (d divisible by heads); W_attn ~ N(0, 0.02²),
@@ -118,7 +146,8 @@ class CausalSelfAttention {
   /// "c_proj.bias".
   CausalSelfAttention(std::size_t width, std::size_t heads, std::uint64_t seed, float proj_std, float dropout, std::uint32_t dropout_tensor,
                       std::uint64_t dropout_seed, const std::string& name = "", Device device = Device::kHost);
-  /// y from x ((B·T) × d, T = pass.T); keeps x, Q, K, V, P and O in @p saved.
+  /// y from x ((B·T) × d, T = pass.T); keeps x and the merged heads in @p saved, and the core's
+  /// Q, K, V and P in its part 0.
   Tensor forward(const Tensor& x, const Pass& pass, Saved& saved) const;
   /// dL/dx from dL/dy; adds into the four parameters' gradients.
   Tensor backward(const Tensor& dy, const Pass& pass, const Saved& saved);
