@@ -4,9 +4,11 @@
 /// to the host (the training labs measure with the host's clock).
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "gpulab/check.hpp"
@@ -255,11 +257,45 @@ __global__ void dropout_kernel(float* y, const float* x, std::size_t n, std::uin
     CUDA_CHECK(cudaDeviceSynchronize());                          \
   } while (0)
 
+/// cuBLAS, opened the first time a device GEMM runs rather than linked: libcublasLt's start-up
+/// alone (its static initialisers fault in hundreds of pages) cost every process that links
+/// gpulab_nn about 0.3 s on a 2-core VM, GPU or not — every rank of every case of the training
+/// labs on CPU ranks, every unit test.
+struct Cublas {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasSetMathMode) set_math_mode = nullptr;
+  decltype(&cublasSgemm_v2) sgemm = nullptr;
+  decltype(&cublasSgemmStridedBatched) sgemm_strided_batched = nullptr;
+};
+
+const Cublas& cublas() {
+  static const Cublas loaded = [] {
+    const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+#ifdef GPULAB_CUDA_LIBRARY_DIR
+    if (lib == nullptr) lib = dlopen((std::string(GPULAB_CUDA_LIBRARY_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);  // the toolkit we built with
+#endif
+    if (lib == nullptr) throw std::runtime_error("gpulab::nn: cannot open " + name + " for the device GEMM: " + dlerror());
+    auto symbol = [&](const char* what) {
+      void* f = dlsym(lib, what);
+      if (f == nullptr) throw std::runtime_error("gpulab::nn: " + name + " has no " + what);
+      return f;
+    };
+    Cublas c;
+    c.create = reinterpret_cast<decltype(c.create)>(symbol("cublasCreate_v2"));
+    c.set_math_mode = reinterpret_cast<decltype(c.set_math_mode)>(symbol("cublasSetMathMode"));
+    c.sgemm = reinterpret_cast<decltype(c.sgemm)>(symbol("cublasSgemm_v2"));
+    c.sgemm_strided_batched = reinterpret_cast<decltype(c.sgemm_strided_batched)>(symbol("cublasSgemmStridedBatched"));
+    return c;  // the library stays open for the process's life
+  }();
+  return loaded;
+}
+
 cublasHandle_t handle() {
   thread_local cublasHandle_t h = [] {
     cublasHandle_t created = nullptr;
-    CUBLAS_CHECK(cublasCreate(&created));
-    CUBLAS_CHECK(cublasSetMathMode(created, CUBLAS_DEFAULT_MATH));  // fp32 in fp32, as the host
+    CUBLAS_CHECK(cublas().create(&created));
+    CUBLAS_CHECK(cublas().set_math_mode(created, CUBLAS_DEFAULT_MATH));  // fp32 in fp32, as the host
     return created;
   }();
   return h;
@@ -270,7 +306,7 @@ void device_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, 
   // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: B first, with the same flags.
   // Leading dimensions are at least 1 even for an empty operand (BLAS rejects 0).
   const auto ld = [](std::size_t x) { return static_cast<int>(std::max<std::size_t>(1, x)); };
-  CUBLAS_CHECK(cublasSgemm(handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+  CUBLAS_CHECK(cublas().sgemm(handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
                            static_cast<int>(k), &alpha, b, ld(tb ? k : n), a, ld(ta ? m : k), &beta, c, ld(n)));
   CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -302,7 +338,7 @@ void device_gemm_batched(bool ta, bool tb, std::size_t m, std::size_t n, std::si
                          const float* b, std::size_t sb, float beta, float* c, std::size_t sc, std::size_t count) {
   if (count == 0) return;
   const auto ld = [](std::size_t x) { return static_cast<int>(std::max<std::size_t>(1, x)); };
-  CUBLAS_CHECK(cublasSgemmStridedBatched(handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+  CUBLAS_CHECK(cublas().sgemm_strided_batched(handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
                                          static_cast<int>(m), static_cast<int>(k), &alpha, b, ld(tb ? k : n), static_cast<long long>(sb), a,
                                          ld(ta ? m : k), static_cast<long long>(sa), &beta, c, ld(n), static_cast<long long>(sc),
                                          static_cast<int>(count)));

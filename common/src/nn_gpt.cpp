@@ -129,6 +129,12 @@ void dropout_forward(const DropoutStream& d, std::uint64_t first, const float* x
 
 void dropout_backward(const DropoutStream& d, std::uint64_t first, const float* dy, float* dx, std::size_t n) { apply(d, first, dy, dx, n); }
 
+void dropout(Tensor& x, const DropoutStream& d, std::uint64_t first) {
+  check_p(d.p);
+  detail::ops_for(x.device()).dropout(x.data(), x.data(), x.size(), key_of(d), first, d.p);
+  round_in_place(x);
+}
+
 ByteCorpus lessons_corpus(const std::string& lessons_dir) {
   namespace fs = std::filesystem;
   std::vector<fs::path> files;

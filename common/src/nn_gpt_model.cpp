@@ -28,33 +28,6 @@ void ensure_grad(Parameter& p) {
   if (!p.frozen && p.grad.empty()) p.grad = Tensor(p.value.rows(), p.value.cols(), p.value.device());
 }
 
-/// y = x·W + b.
-Tensor affine(const Tensor& x, const Parameter& w, const Parameter& b) {
-  Tensor y = Tensor::uninitialized(x.rows(), w.value.cols(), x.device());
-  gemm(x, false, w.value, false, y);
-  ops_of(x).add_row(y.data(), b.value.data(), y.rows(), y.cols());
-  round_in_place(y);
-  return y;
-}
-
-/// dW += xᵀ·dy and db += Σ_rows dy (unless frozen); returns dx = dy·Wᵀ.
-Tensor affine_backward(const Tensor& dy, const Tensor& x, Parameter& w, Parameter& b) {
-  if (!w.frozen) {
-    ensure_grad(w);
-    gemm(x, true, dy, false, w.grad, 1.0f, 1.0f);
-    round_in_place(w.grad);
-  }
-  if (!b.frozen) {
-    ensure_grad(b);
-    ops_of(dy).sum_rows(b.grad.data(), dy.data(), dy.rows(), dy.cols());
-    round_in_place(b.grad);
-  }
-  Tensor dx = Tensor::uninitialized(dy.rows(), w.value.rows(), dy.device());
-  gemm(dy, false, w.value, true, dx);
-  round_in_place(dx);
-  return dx;
-}
-
 /// Inverted dropout of @p t in place, element i of t being element i of tensor @p tensor's mask
 /// (forward and backward are the same operation: the mask is made again).
 void drop_in_place(Tensor& t, float p, std::uint64_t seed, const Pass& pass, std::uint32_t tensor) {
@@ -71,6 +44,43 @@ void check_dropout(float p, const std::string& who) {
 }
 
 }  // namespace
+
+Tensor linear(const Tensor& x, const Parameter& w, const Parameter* b) {
+  if (x.cols() != w.value.rows()) throw std::invalid_argument("linear: x " + x.shape() + " against W " + w.value.shape());
+  Tensor y = Tensor::uninitialized(x.rows(), w.value.cols(), x.device());
+  gemm(x, false, w.value, false, y);
+  if (b != nullptr) ops_of(x).add_row(y.data(), b->value.data(), y.rows(), y.cols());
+  round_in_place(y);
+  return y;
+}
+
+Tensor linear_backward(const Tensor& dy, const Tensor& x, Parameter& w, Parameter* b) {
+  if (dy.cols() != w.value.cols() || x.rows() != dy.rows()) throw std::invalid_argument("linear_backward: dy " + dy.shape() + ", x " + x.shape() + ", W " + w.value.shape());
+  if (!w.frozen) {
+    ensure_grad(w);
+    gemm(x, true, dy, false, w.grad, 1.0f, 1.0f);
+    round_in_place(w.grad);
+  }
+  if (b != nullptr) bias_backward(dy, *b);
+  Tensor dx = Tensor::uninitialized(dy.rows(), w.value.rows(), dy.device());
+  gemm(dy, false, w.value, true, dx);
+  round_in_place(dx);
+  return dx;
+}
+
+void add_bias(Tensor& y, const Parameter& b) {
+  if (b.value.size() != y.cols()) throw std::invalid_argument("add_bias: y " + y.shape() + " against b " + b.value.shape());
+  ops_of(y).add_row(y.data(), b.value.data(), y.rows(), y.cols());
+  round_in_place(y);
+}
+
+void bias_backward(const Tensor& dy, Parameter& b) {
+  if (b.frozen) return;
+  if (b.value.size() != dy.cols()) throw std::invalid_argument("bias_backward: dy " + dy.shape() + " against b " + b.value.shape());
+  ensure_grad(b);
+  ops_of(dy).sum_rows(b.grad.data(), dy.data(), dy.rows(), dy.cols());
+  round_in_place(b.grad);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Attention
@@ -194,9 +204,9 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const Pass& pass, Saved& sa
   }
   saved.clear();
   saved.parts.resize(1);
-  Tensor merged = attention_heads_forward(affine(x, w_attn_, b_attn_), HeadSlice{heads_, 0, heads_, d / heads_}, pass,
+  Tensor merged = attention_heads_forward(linear(x, w_attn_, &b_attn_), HeadSlice{heads_, 0, heads_, d / heads_}, pass,
                                           AttentionDropout{dropout_seed_, tensor_, p_}, saved.parts[0]);
-  Tensor y = affine(merged, w_proj_, b_proj_);
+  Tensor y = linear(merged, w_proj_, &b_proj_);
   saved.tensors.push_back(x.clone());
   saved.tensors.push_back(std::move(merged));
   return y;
@@ -206,9 +216,9 @@ Tensor CausalSelfAttention::backward(const Tensor& dy, const Pass& pass, const S
   if (saved.tensors.size() != 2 || saved.parts.size() != 1) throw std::logic_error("CausalSelfAttention: backward without its forward's saved activations");
   const Tensor &x = saved.tensors[0], &merged = saved.tensors[1];
   detail::check_like(dy, merged, "CausalSelfAttention backward: dy and the output");
-  const Tensor dqkv = attention_heads_backward(affine_backward(dy, merged, w_proj_, b_proj_), HeadSlice{heads_, 0, heads_, width_ / heads_}, pass,
+  const Tensor dqkv = attention_heads_backward(linear_backward(dy, merged, w_proj_, &b_proj_), HeadSlice{heads_, 0, heads_, width_ / heads_}, pass,
                                                AttentionDropout{dropout_seed_, tensor_, p_}, saved.parts[0]);
-  return affine_backward(dqkv, x, w_attn_, b_attn_);
+  return linear_backward(dqkv, x, w_attn_, &b_attn_);
 }
 
 double CausalSelfAttention::forward_flops(std::size_t rows, std::size_t T) const {
@@ -259,11 +269,11 @@ Tensor Block::forward(const Tensor& x, const Pass& pass, Saved& saved) const {
   round_in_place(x1);
   // x2 = x1 + dropout(c_proj(GELU(c_fc(ln_2(x1)))))
   Tensor a = ln_2_.forward(x1, saved.parts[2]);
-  Tensor h = affine(a, w_fc_, b_fc_);
+  Tensor h = linear(a, w_fc_, &b_fc_);
   Tensor g = Tensor::uninitialized(h.rows(), h.cols(), h.device());
   o.gelu(g.data(), h.data(), h.size());
   round_in_place(g);
-  Tensor x2 = affine(g, w_out_, b_out_);
+  Tensor x2 = linear(g, w_out_, &b_out_);
   drop_in_place(x2, p_, dropout_seed_, pass, tensor_ + 2);
   axpy(1.0f, x1, x2);
   round_in_place(x2);
@@ -281,11 +291,11 @@ Tensor Block::backward(const Tensor& dy, const Pass& pass, const Saved& saved) {
   // The MLP branch; the residual passes dy on unchanged.
   Tensor branch = dy.clone();
   drop_in_place(branch, p_, dropout_seed_, pass, tensor_ + 2);
-  const Tensor dg = affine_backward(branch, g, w_out_, b_out_);
+  const Tensor dg = linear_backward(branch, g, w_out_, &b_out_);
   Tensor dh = Tensor::uninitialized(h.rows(), h.cols(), h.device());
   o.gelu_backward(dh.data(), dg.data(), h.data(), h.size());
   round_in_place(dh);
-  Tensor dx1 = ln_2_.backward(affine_backward(dh, a, w_fc_, b_fc_), saved.parts[2]);
+  Tensor dx1 = ln_2_.backward(linear_backward(dh, a, w_fc_, &b_fc_), saved.parts[2]);
   axpy(1.0f, dy, dx1);
   round_in_place(dx1);
   // The attention branch.
@@ -546,7 +556,7 @@ Tensor GPT::decode(KVCache& cache, int token) {
     const Block& b = blocks_[l];
     const CausalSelfAttention& at = b.attn_;
     Saved scratch;
-    const Tensor qkv = affine(b.ln_1_.forward(x, scratch), at.w_attn_, at.b_attn_);
+    const Tensor qkv = linear(b.ln_1_.forward(x, scratch), at.w_attn_, &at.b_attn_);
     float* keys = cache.keys[l].data();
     float* values = cache.values[l].data();
     for (std::size_t h = 0; h < H; ++h) {  // this position's key and value, head by head
@@ -562,14 +572,14 @@ Tensor GPT::decode(KVCache& cache, int token) {
     Tensor merged = Tensor::uninitialized(1, d, device_);  // 1 × (H·hd): head h's output at columns h·hd …
     o.gemm_batched(false, false, 1, hd, t + 1, 1.0f, s.data(), t + 1, values, ctx * hd, 0.0f, merged.data(), hd, H);
     round_in_place(merged);
-    Tensor x1 = affine(merged, at.w_proj_, at.b_proj_);
+    Tensor x1 = linear(merged, at.w_proj_, &at.b_proj_);
     axpy(1.0f, x, x1);
     round_in_place(x1);
-    const Tensor hidden = affine(b.ln_2_.forward(x1, scratch), b.w_fc_, b.b_fc_);
+    const Tensor hidden = linear(b.ln_2_.forward(x1, scratch), b.w_fc_, &b.b_fc_);
     Tensor g = Tensor::uninitialized(1, 4 * d, device_);
     o.gelu(g.data(), hidden.data(), hidden.size());
     round_in_place(g);
-    x = affine(g, b.w_out_, b.b_out_);
+    x = linear(g, b.w_out_, &b.b_out_);
     axpy(1.0f, x1, x);
     round_in_place(x);
   }

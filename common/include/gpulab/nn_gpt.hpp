@@ -24,6 +24,21 @@
 
 namespace gpulab::nn {
 
+// ---------------------------------------------------------------------------------------------
+// The projections' arithmetic, public so that a tensor-parallel layer (lab 10) can split it
+// ---------------------------------------------------------------------------------------------
+
+/// y = x·W (+ b when @p b is given), W in × out: what every projection of the GPT computes (one
+/// GEMM, then the bias added to every row). Throws std::invalid_argument for mismatched shapes.
+Tensor linear(const Tensor& x, const Parameter& w, const Parameter* b = nullptr);
+/// The backward of linear: dW += xᵀ·dy and, when @p b is given, db += Σ_rows dy (a frozen
+/// parameter is skipped); returns dx = dy·Wᵀ.
+Tensor linear_backward(const Tensor& dy, const Tensor& x, Parameter& w, Parameter* b = nullptr);
+/// y[i][j] += b[j] for every row i.
+void add_bias(Tensor& y, const Parameter& b);
+/// db += Σ_rows dy (nothing when b is frozen).
+void bias_backward(const Tensor& dy, Parameter& b);
+
 /// What a GPT layer's forward and backward need besides its tensors: how the rows split into
 /// sequences, and what keys dropout's masks. Give a layer's backward the Pass its forward had.
 struct Pass {
@@ -340,6 +355,10 @@ void dropout_forward(const DropoutStream& d, std::uint64_t first, const float* x
 /// dx[k] = dy[k] / (1 − p) where element first + k is kept, else 0: the mask is made again, never
 /// stored.
 void dropout_backward(const DropoutStream& d, std::uint64_t first, const float* dy, float* dx, std::size_t n);
+
+/// The same as dropout_forward (and dropout_backward) on a whole tensor in place, on its device
+/// (host or GPU): element k of @p x is element @p first + k of @p d's mask; then the rounding hook.
+void dropout(Tensor& x, const DropoutStream& d, std::uint64_t first);
 
 // ---------------------------------------------------------------------------------------------
 // The corpus: the course's own lessons, as bytes
