@@ -45,7 +45,9 @@ class DeviceCommunicator : public Communicator {
  public:
   DeviceCommunicator(Backend backend, MPI_Comm comm) : Communicator(backend, comm) {
     int local_rank = 0, local_size = 1, devices = 0;
-    local_rank_and_size(comm, local_rank, local_size);
+    // The process's node-local rank in the whole job, not in @p comm: a rank that builds several
+    // communicators (a tensor group and a data group, lab 10) keeps one device for all of them.
+    local_rank_and_size(MPI_COMM_WORLD, local_rank, local_size);
     CUDA_CHECK(cudaGetDeviceCount(&devices));
     CUDA_CHECK(cudaSetDevice(local_rank % devices));
     // A blocking stream: it waits for the legacy default stream, on which DeviceBuffer's uploads

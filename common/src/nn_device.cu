@@ -272,13 +272,17 @@ const Cublas& cublas() {
   static const Cublas loaded = [] {
     const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
     void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    std::string why = lib == nullptr ? dlerror() : "";
 #ifdef GPULAB_CUDA_LIBRARY_DIR
-    if (lib == nullptr) lib = dlopen((std::string(GPULAB_CUDA_LIBRARY_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);  // the toolkit we built with
+    if (lib == nullptr) {  // the toolkit we were built with
+      lib = dlopen((std::string(GPULAB_CUDA_LIBRARY_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (lib == nullptr) why += "; " + std::string(dlerror());
+    }
 #endif
-    if (lib == nullptr) throw std::runtime_error("gpulab::nn: cannot open " + name + " for the device GEMM: " + dlerror());
+    if (lib == nullptr) throw std::runtime_error("gpulab::nn: cannot open " + name + " for the device GEMM: " + why);
     auto symbol = [&](const char* what) {
       void* f = dlsym(lib, what);
-      if (f == nullptr) throw std::runtime_error("gpulab::nn: " + name + " has no " + what);
+      if (f == nullptr) throw std::runtime_error("gpulab::nn: " + name + " has no " + what + ": " + dlerror());
       return f;
     };
     Cublas c;

@@ -7,8 +7,9 @@
 /// 12d²/t per rank; forward is ≈ 24·R·d² FLOPs (plus attention's 4·R·T·d), 1/t of it per rank.
 /// The price: two all-reduces of R·d floats forward (after attention's c_proj and the MLP's
 /// c_proj) and two backward (before c_attn and c_fc), each 2(t − 1)/t · 4·R·d bytes per rank.
-/// Sequence parallelism turns each into an all-gather plus a reduce-scatter of the same bytes,
-/// and divides what LayerNorm, dropout and the residual keep by t.
+/// Sequence parallelism turns each into an all-gather plus a reduce-scatter of the same bytes
+/// (backward also gathers each column layer's kept rows again: 2 all-gathers more), and divides
+/// what LayerNorm, dropout, the residual and the column layers' inputs keep by t.
 #include <stdexcept>
 #include <string>
 #include <utility>

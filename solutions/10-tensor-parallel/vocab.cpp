@@ -82,10 +82,14 @@ void VocabParallelEmbedding::backward(const nn::Tensor& dx, const std::vector<in
       dwpe[pos * d + c] += g[i * d + c];
     }
   }
-  wte.grad = nn::Tensor::from(dwte, count, d, wte.value.device());
-  wpe.grad = nn::Tensor::from(dwpe, wpe.value.rows(), d, wpe.value.device());
-  nn::round_in_place(wte.grad);
-  nn::round_in_place(wpe.grad);
+  if (!wte.frozen) {
+    wte.grad = nn::Tensor::from(dwte, count, d, wte.value.device());
+    nn::round_in_place(wte.grad);
+  }
+  if (!wpe.frozen) {
+    wpe.grad = nn::Tensor::from(dwpe, wpe.value.rows(), d, wpe.value.device());
+    nn::round_in_place(wpe.grad);
+  }
 }
 
 double vocab_parallel_cross_entropy(Communicator& tp, const nn::Tensor& h, nn::Parameter& wte, std::size_t vocab, const std::vector<int>& targets,
@@ -105,7 +109,7 @@ double vocab_parallel_cross_entropy(Communicator& tp, const nn::Tensor& h, nn::P
   std::vector<float> l = logits.to_host();
   // The row maxima over the whole vocabulary: R floats from every rank.
   std::vector<float> mine(R);
-  for (std::size_t i = 0; i < R; ++i) mine[i] = *std::max_element(l.begin() + static_cast<long>(i * count), l.begin() + static_cast<long>((i + 1) * count));
+  for (std::size_t i = 0; i < R && count > 0; ++i) mine[i] = *std::max_element(l.begin() + static_cast<long>(i * count), l.begin() + static_cast<long>((i + 1) * count));
   nn::Tensor local_max = nn::Tensor::from(mine, 1, R, h.device()), maxima = nn::Tensor::uninitialized(1, R * t, h.device());
   CollectiveRequest gather = tp.iall_gather(local_max.data(), maxima.data(), R * t, "row maxima");
   tp.wait(gather);

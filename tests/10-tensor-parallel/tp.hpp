@@ -7,8 +7,10 @@
 /// matrix (Shoeybi et al., "Megatron-LM", 2019) and, with sequence parallelism, a slice of the
 /// tokens between them (Korthikanti et al., "Reducing Activation Recomputation in Large
 /// Transformer Models", 2022). Communication goes through a gpulab::dist::Communicator: its
-/// non-blocking iallreduce_sum, ireduce_scatter_sum and iall_gather (wait for each). Calling MPI's
-/// or NCCL's collectives yourself fails the lab: the tests read the Communicator's traffic.
+/// non-blocking iallreduce_sum, ireduce_scatter_sum and iall_gather (wait for each). Nothing else
+/// may move data: the tests count those three per kind, and a call of MPI or NCCL, or of the
+/// Communicator's point-to-point or blocking allreduce_sum, fails the lab (the symbol rules refuse
+/// it, and a collective called anyway shows in the counts).
 ///
 /// Layout. Activations are rows of tokens, (B·T) × d, sequence by sequence, as gpulab::nn's.
 /// Sequence parallelism splits those R = B·T rows into t equal blocks of consecutive rows: rank r
