@@ -115,7 +115,7 @@ struct GpuCheck {
 };
 
 /// The libraries a lab may link (lab.json "build.libraries"): CMake targets the project defines.
-inline const std::vector<std::string> kLabLibraries = {"CUDA::cublas", "gpulab_nn", "gpulab_dist"};
+inline const std::vector<std::string> kLabLibraries = {"CUDA::cublas", "gpulab_nn", "gpulab_dist", "gpulab_cublas_on_demand"};
 
 /// One executable the build makes for a lab.
 struct Variant {
