@@ -819,6 +819,30 @@ TEST_CASE("the block equals one process summing every rank's part in rank order 
 
 namespace {
 
+/// One-way time of @p count floats between ranks 0 and 1 (the median of 20 round trips after 5
+/// warm-ups, harness messages through PMPI: never counted against the learner), on every rank.
+double ping_pong_seconds(std::size_t count) {
+  int r = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &r);
+  std::vector<float> buffer(std::max<std::size_t>(count, 1), 1.0f);
+  std::vector<double> samples;
+  for (int k = 0; k < 25; ++k) {
+    PMPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    if (r == 0) {
+      PMPI_Send(buffer.data(), static_cast<int>(count), MPI_FLOAT, 1, 10, MPI_COMM_WORLD);
+      PMPI_Recv(buffer.data(), static_cast<int>(count), MPI_FLOAT, 1, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (r == 1) {
+      PMPI_Recv(buffer.data(), static_cast<int>(count), MPI_FLOAT, 0, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      PMPI_Send(buffer.data(), static_cast<int>(count), MPI_FLOAT, 0, 10, MPI_COMM_WORLD);
+    }
+    if (k >= 5) samples.push_back((MPI_Wtime() - t0) / 2.0);
+  }
+  double t = gpulab::median(samples);
+  PMPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return t;
+}
+
 /// Counts the bytes the nn::Tensors hold (live and peak), passing every call on.
 class CountingAllocator : public nn::Allocator {
  public:
@@ -914,7 +938,7 @@ TEST_CASE("a tensor-parallel block step against one process", "[cpu][perf]") {
   lab10::ParallelBlock tp(*comm, full, 0.0f, 1, 9, false);
   const nn::Tensor x = random_tensor(R, d, 101), dy = random_tensor(R, d, 102);
   const nn::Pass pass{T, 0, true};
-  std::vector<double> split_s, alone_s, comm_share;
+  std::vector<double> split_s, alone_s, comm_share, comm_s;
   for (int round = 0; round < 14; ++round) {
     PMPI_Barrier(MPI_COMM_WORLD);
     comm->clear_timeline();
@@ -942,14 +966,32 @@ TEST_CASE("a tensor-parallel block step against one process", "[cpu][perf]") {
     split_s.push_back(slowest);
     alone_s.push_back(slowest_alone);
     comm_share.push_back(slowest > 0 ? in_collectives / slowest : 0.0);
+    comm_s.push_back(in_collectives);
   }
   const double split = gpulab::median(split_s), one = gpulab::median(alone_s), share = gpulab::median(comm_share);
-  char note[300];
-  std::snprintf(note, sizeof note, "t=%d: the split block %.2f ms a step, the whole block on one rank %.2f ms; %.0f%% of the split step inside collectives", t,
-                split * 1e3, one * 1e3, 100.0 * share);
+  // The α-β prediction of the time inside collectives: α from a 1-float ping-pong of ranks 0 and 1,
+  // β from one of R·d/t floats (a piece of the all-reduce's exchange), the other ranks idle (on
+  // `./gpulab cluster` links: the links'). Each of the step's 4 all-reduces of n = R·d floats sends
+  // 2(t − 1) messages and 2(t − 1)/t · 4n bytes per rank. Recorded beside the measurement, not gated:
+  // the model knows nothing of the reduction's own cost or of ranks sharing cores.
+  double predicted = 0.0, alpha = 0.0, beta = 0.0;
+  if (t > 1) {
+    alpha = ping_pong_seconds(1);
+    const std::size_t piece = R * d / static_cast<std::size_t>(t);
+    beta = static_cast<double>(piece * sizeof(float)) / std::max(1e-9, ping_pong_seconds(piece) - alpha);
+    predicted = 4.0 * (2.0 * (t - 1) * alpha + 2.0 * (t - 1) / t * 4.0 * static_cast<double>(R * d) / beta);
+  }
+  const double measured = gpulab::median(comm_s);
+  char note[400];
+  std::snprintf(note, sizeof note,
+                "t=%d: the split block %.2f ms a step, the whole block on one rank %.2f ms; %.0f%% of the split step inside collectives (%.2f ms; "
+                "alpha-beta predicts %.2f ms from alpha = %.1f us, beta = %.2f GB/s)",
+                t, split * 1e3, one * 1e3, 100.0 * share, measured * 1e3, predicted * 1e3, alpha * 1e6, beta / 1e9);
   if (comm->rank() == 0) std::printf("%s\n", note);
   gpulab::testing::record_performance("tp_block_step", 1.0 / split, "steps/s", 1.0 / one, "the whole block on one rank",
-                                      {{"ranks", t}, {"note", note}, {"communication_share", share}, {"one_rank_ms", one * 1e3}});
+                                      {{"ranks", t}, {"note", note}, {"communication_share", share}, {"one_rank_ms", one * 1e3},
+                                       {"collectives_ms", measured * 1e3}, {"alpha_beta_ms", predicted * 1e3}, {"alpha_us", alpha * 1e6},
+                                       {"beta_gbs", beta / 1e9}});
   (void)all_ranks(true);
 }
 
