@@ -490,6 +490,41 @@ TEST_CASE("the MLP as column then GELU then row equals one process summing in ra
                                         x, wf[static_cast<std::size_t>(k)], &bf[static_cast<std::size_t>(k)]));
   }
   const nn::Tensor want_dx = rank_sum(parts);
+  // The unsharded MLP, and how far the split one may be from it: only the order of the sums differs
+  // (u = 2⁻²⁴, γ_n = n·u/(1 − n·u)). h = x·W1 + b1 over d terms: |δh| ≤ 2γ_{d+1}·(Σ|x||W1| + |b1|)
+  // (each side within γ of the exact value). GELU's slope is at most 1.13, and each evaluation
+  // rounds: |δg| ≤ 1.13·|δh| + 8u·|g|. y = g·W2 + b2 over 4d terms, the split one summed in t
+  // partials: |δy| ≤ Σ|δg||W2| + 2γ_{4d+t+1}·(Σ|g||W2| + |b2|).
+  std::vector<double> whole_y, whole_bound;
+  {
+    nn::Saved gs_full;
+    const nn::Tensor h_full = nn::linear(x, *P[8], P[9]);
+    const nn::Tensor g_full = nn::GELU(h_full.cols()).forward(h_full, gs_full);
+    const nn::Tensor y_full = nn::linear(g_full, *P[10], P[11]);
+    const std::vector<float> xv = x.to_host(), w1 = P[8]->value.to_host(), b1 = P[9]->value.to_host(), w2 = P[10]->value.to_host(),
+                             b2 = P[11]->value.to_host(), gv = g_full.to_host(), yv = y_full.to_host();
+    const std::size_t d = kWidth, f = 4 * kWidth;
+    auto gamma = [](double n) { return n * kUnit / (1.0 - n * kUnit); };
+    std::vector<double> dg(kRows * f);
+    for (std::size_t i = 0; i < kRows; ++i) {
+      for (std::size_t j = 0; j < f; ++j) {
+        double a = std::fabs(b1[j]);
+        for (std::size_t k = 0; k < d; ++k) a += std::fabs(static_cast<double>(xv[i * d + k]) * w1[k * f + j]);
+        dg[i * f + j] = 1.13 * 2.0 * gamma(static_cast<double>(d + 1)) * a + 8.0 * kUnit * std::fabs(gv[i * f + j]);
+      }
+    }
+    for (std::size_t i = 0; i < kRows; ++i) {
+      for (std::size_t j = 0; j < d; ++j) {
+        double carried = 0.0, magnitude = std::fabs(b2[j]);
+        for (std::size_t k = 0; k < f; ++k) {
+          carried += dg[i * f + k] * std::fabs(w2[k * d + j]);
+          magnitude += std::fabs(static_cast<double>(gv[i * f + k]) * w2[k * d + j]);
+        }
+        whole_y.push_back(yv[i * d + j]);
+        whole_bound.push_back(carried + 2.0 * gamma(static_cast<double>(f + static_cast<std::size_t>(t) + 1)) * magnitude);
+      }
+    }
+  }
   nn::Block given = given_block(t, r);
   const std::vector<nn::Parameter*> G = given.parameters();
   gpulab::dist::LearnerScope scope;
@@ -518,6 +553,10 @@ TEST_CASE("the MLP as column then GELU then row equals one process summing in ra
                 {host(sp ? my_rows(want_y, t, r) : want_y.clone()), host(sp ? my_rows(want_dx, t, r) : want_dx.clone()),
                  host(wf[static_cast<std::size_t>(r)].grad), host(bf[static_cast<std::size_t>(r)].grad), host(wo[static_cast<std::size_t>(r)].grad), dbo},
                 where("MLP " + sp_name(sp) + ": y, dx and every gradient equal one process", t), kBlockHint);
+    if (!sp) {
+      gpulab::testing::check_within(host(y), whole_y, whole_bound, where("MLP tensor parallel: y against the unsharded MLP within the bound of its sums", t),
+                                    "the split MLP computes the same sums in another order: any larger difference is a wrong slice or a missing sum");
+    }
     const std::uint64_t n = kRows * kWidth;
     const Count want_f = sp ? expect(0, 0, 1, n, 1, n) : expect(1, n, 0, 0, 0, 0), want_b = sp ? expect(0, 0, 1, n, 2, 2 * n) : want_f;
     check_fact(same(forward, want_f) && same(backward, want_b), where("MLP " + sp_name(sp) + ": the collectives of forward and of backward", t),
