@@ -91,13 +91,17 @@ nn::LayerNorm layernorm_like(const nn::Parameter& gamma, const nn::Parameter& be
 
 // TODO(10.1): f and g: the all-reduce; sequence parallelism: the all-gather and the reduce-scatter of rows
 // See lessons/10-tensor-parallel.md, section "TODO(10.1)".
-void all_reduce(Communicator& tp, nn::Tensor& x) {}
+void all_reduce(Communicator& tp, nn::Tensor& x) {
+  (void)tp; (void)x;  // delete once you use them
+}
 
 nn::Tensor gather_rows(Communicator& tp, const nn::Tensor& shard) {
+  (void)tp; (void)shard;  // delete once you use them
   return nn::Tensor();
 }
 
 nn::Tensor reduce_scatter_rows(Communicator& tp, const nn::Tensor& full) {
+  (void)tp; (void)full;  // delete once you use them
   return nn::Tensor();
 }
 
@@ -116,18 +120,22 @@ RowParallelLinear::RowParallelLinear(Communicator& tp, const nn::Parameter& weig
 // TODO(10.2): Column- and row-parallel Linear, forward and backward
 // See lessons/10-tensor-parallel.md, section "TODO(10.2)".
 nn::Tensor ColumnParallelLinear::forward(const nn::Tensor& x, nn::Saved& saved) {
+  (void)x; (void)saved;  // delete once you use them
   return nn::Tensor();
 }
 
 nn::Tensor ColumnParallelLinear::backward(const nn::Tensor& dy, const nn::Saved& saved) {
+  (void)dy; (void)saved;  // delete once you use them
   return nn::Tensor();
 }
 
 nn::Tensor RowParallelLinear::forward(const nn::Tensor& x, nn::Saved& saved) {
+  (void)x; (void)saved;  // delete once you use them
   return nn::Tensor();
 }
 
 nn::Tensor RowParallelLinear::backward(const nn::Tensor& dy, const nn::Saved& saved) {
+  (void)dy; (void)saved;  // delete once you use them
   return nn::Tensor();
 }
 
@@ -145,14 +153,17 @@ ParallelAttention::ParallelAttention(Communicator& tp, nn::CausalSelfAttention& 
 // TODO(10.3): This rank's heads, and attention split by them, forward and backward
 // See lessons/10-tensor-parallel.md, section "TODO(10.3)".
 nn::HeadSlice heads_of(std::size_t heads, std::size_t head_width, int t, int r) {
+  (void)heads; (void)head_width; (void)t; (void)r;  // delete once you use them
   return {};
 }
 
 nn::Tensor ParallelAttention::forward(const nn::Tensor& x, const nn::Pass& pass, nn::Saved& saved) {
+  (void)x; (void)pass; (void)saved;  // delete once you use them
   return nn::Tensor();
 }
 
 nn::Tensor ParallelAttention::backward(const nn::Tensor& dy, const nn::Pass& pass, const nn::Saved& saved) {
+  (void)dy; (void)pass; (void)saved;  // delete once you use them
   return nn::Tensor();
 }
 
@@ -178,10 +189,12 @@ std::vector<TPParameter> ParallelBlock::parameters() {
 // TODO(10.5): The block on the rows this rank holds, forward and backward
 // See lessons/10-tensor-parallel.md, section "TODO(10.5)".
 nn::Tensor ParallelBlock::forward(const nn::Tensor& x, const nn::Pass& pass, nn::Saved& saved) {
+  (void)x; (void)pass; (void)saved;  // delete once you use them
   return nn::Tensor();
 }
 
 nn::Tensor ParallelBlock::backward(const nn::Tensor& dy, const nn::Pass& pass, const nn::Saved& saved) {
+  (void)dy; (void)pass; (void)saved;  // delete once you use them
   return nn::Tensor();
 }
 

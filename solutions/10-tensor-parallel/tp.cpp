@@ -113,13 +113,17 @@ nn::Tensor reduce_scatter_rows(Communicator& tp, const nn::Tensor& full) {
   tp.wait(request);
   return shard;
 }
-// STUB: void all_reduce(Communicator& tp, nn::Tensor& x) {}
+// STUB: void all_reduce(Communicator& tp, nn::Tensor& x) {
+// STUB:   (void)tp; (void)x;  // delete once you use them
+// STUB: }
 // STUB:
 // STUB: nn::Tensor gather_rows(Communicator& tp, const nn::Tensor& shard) {
+// STUB:   (void)tp; (void)shard;  // delete once you use them
 // STUB:   return nn::Tensor();
 // STUB: }
 // STUB:
 // STUB: nn::Tensor reduce_scatter_rows(Communicator& tp, const nn::Tensor& full) {
+// STUB:   (void)tp; (void)full;  // delete once you use them
 // STUB:   return nn::Tensor();
 // STUB: }
 // END SOLUTION
@@ -174,18 +178,22 @@ nn::Tensor RowParallelLinear::backward(const nn::Tensor& dy, const nn::Saved& sa
   return nn::linear_backward(dy, saved.tensors.at(0), weight);
 }
 // STUB: nn::Tensor ColumnParallelLinear::forward(const nn::Tensor& x, nn::Saved& saved) {
+// STUB:   (void)x; (void)saved;  // delete once you use them
 // STUB:   return nn::Tensor();
 // STUB: }
 // STUB:
 // STUB: nn::Tensor ColumnParallelLinear::backward(const nn::Tensor& dy, const nn::Saved& saved) {
+// STUB:   (void)dy; (void)saved;  // delete once you use them
 // STUB:   return nn::Tensor();
 // STUB: }
 // STUB:
 // STUB: nn::Tensor RowParallelLinear::forward(const nn::Tensor& x, nn::Saved& saved) {
+// STUB:   (void)x; (void)saved;  // delete once you use them
 // STUB:   return nn::Tensor();
 // STUB: }
 // STUB:
 // STUB: nn::Tensor RowParallelLinear::backward(const nn::Tensor& dy, const nn::Saved& saved) {
+// STUB:   (void)dy; (void)saved;  // delete once you use them
 // STUB:   return nn::Tensor();
 // STUB: }
 // END SOLUTION
@@ -226,14 +234,17 @@ nn::Tensor ParallelAttention::backward(const nn::Tensor& dy, const nn::Pass& pas
   return c_attn.backward(dqkv, saved.parts.at(0));
 }
 // STUB: nn::HeadSlice heads_of(std::size_t heads, std::size_t head_width, int t, int r) {
+// STUB:   (void)heads; (void)head_width; (void)t; (void)r;  // delete once you use them
 // STUB:   return {};
 // STUB: }
 // STUB:
 // STUB: nn::Tensor ParallelAttention::forward(const nn::Tensor& x, const nn::Pass& pass, nn::Saved& saved) {
+// STUB:   (void)x; (void)pass; (void)saved;  // delete once you use them
 // STUB:   return nn::Tensor();
 // STUB: }
 // STUB:
 // STUB: nn::Tensor ParallelAttention::backward(const nn::Tensor& dy, const nn::Pass& pass, const nn::Saved& saved) {
+// STUB:   (void)dy; (void)pass; (void)saved;  // delete once you use them
 // STUB:   return nn::Tensor();
 // STUB: }
 // END SOLUTION
@@ -294,10 +305,12 @@ nn::Tensor ParallelBlock::backward(const nn::Tensor& dy, const nn::Pass& pass, c
   return dx;
 }
 // STUB: nn::Tensor ParallelBlock::forward(const nn::Tensor& x, const nn::Pass& pass, nn::Saved& saved) {
+// STUB:   (void)x; (void)pass; (void)saved;  // delete once you use them
 // STUB:   return nn::Tensor();
 // STUB: }
 // STUB:
 // STUB: nn::Tensor ParallelBlock::backward(const nn::Tensor& dy, const nn::Pass& pass, const nn::Saved& saved) {
+// STUB:   (void)dy; (void)pass; (void)saved;  // delete once you use them
 // STUB:   return nn::Tensor();
 // STUB: }
 // END SOLUTION

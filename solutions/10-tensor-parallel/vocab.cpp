@@ -153,13 +153,17 @@ double vocab_parallel_cross_entropy(Communicator& tp, const nn::Tensor& h, nn::P
   return loss;
 }
 // STUB: nn::Tensor VocabParallelEmbedding::forward(const std::vector<int>& tokens, std::size_t T) {
+// STUB:   (void)tokens; (void)T;  // delete once you use them
 // STUB:   return nn::Tensor();
 // STUB: }
 // STUB:
-// STUB: void VocabParallelEmbedding::backward(const nn::Tensor& dx, const std::vector<int>& tokens, std::size_t T) {}
+// STUB: void VocabParallelEmbedding::backward(const nn::Tensor& dx, const std::vector<int>& tokens, std::size_t T) {
+// STUB:   (void)dx; (void)tokens; (void)T;  // delete once you use them
+// STUB: }
 // STUB:
 // STUB: double vocab_parallel_cross_entropy(Communicator& tp, const nn::Tensor& h, nn::Parameter& wte, std::size_t vocab, const std::vector<int>& targets,
 // STUB:                                     nn::Tensor* dh) {
+// STUB:   (void)tp; (void)h; (void)wte; (void)vocab; (void)targets; (void)dh;  // delete once you use them
 // STUB:   return 0.0;
 // STUB: }
 // END SOLUTION

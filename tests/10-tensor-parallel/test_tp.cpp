@@ -952,7 +952,7 @@ TEST_CASE("what the block keeps for backward is the derived activation memory an
     std::snprintf(detail, sizeof detail,
                   "%zu floats kept after forward (peak %zu floats live during it); the derivation gives %zu = %zu replicated%s + %zu split by heads or columns "
                   "(Korthikanti's bytes at 16 bits: %.0f)",
-                  kept / sizeof(float), peak / sizeof(float), want, sp ? replicated / T : replicated, sp ? "/t" : "", sharded,
+                  kept / sizeof(float), peak / sizeof(float), want, sp ? replicated / T : replicated, sp ? " (already divided by t)" : "", sharded,
                   sp ? static_cast<double>(kT * kB * d) / static_cast<double>(T) * (34.0 + 5.0 * kHeads * kT / static_cast<double>(d))
                      : static_cast<double>(kT * kB * d) * (10.0 + 24.0 / static_cast<double>(T) + 5.0 * kHeads * kT / static_cast<double>(d * T)));
     check_fact(kept == want * sizeof(float), where("block " + sp_name(sp) + ": the activations kept for backward", t), detail,

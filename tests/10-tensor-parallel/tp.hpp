@@ -166,7 +166,9 @@ class VocabParallelEmbedding {
   nn::Tensor forward(const std::vector<int>& tokens, std::size_t T);
   /// TODO(10.4): from dL/dx (R × d, or this rank's rows with sequence parallelism: gathered
   /// first): wte.grad[token − first] += dx[row] for this rank's tokens, wpe.grad[i] += dx[row]
-  /// for every row (row order, as nn::Embedding).
+  /// for every row (row order, as nn::Embedding); an empty grad starts as zeros. Since dx is
+  /// whole, wpe's gradient is complete on every rank even with sequence parallelism: give it to
+  /// sync_gradients as not replicated, or the tensor group would add it t times.
   void backward(const nn::Tensor& dx, const std::vector<int>& tokens, std::size_t T);
 
   Communicator& tp;          ///< the tensor-parallel group
@@ -182,8 +184,8 @@ class VocabParallelEmbedding {
 /// all-gather of R floats each), then one all-reduce of 2R floats — each row's Σ exp(l − m) over
 /// this rank's columns and its target's l − m (zero unless this rank holds the target). Returns
 /// the mean over rows (the same on every rank). With @p dh: dL/dlogits_r = (softmax − onehot)/R,
-/// wte_r.grad += dlogits_rᵀ·h, and *dh = Σ_ranks dlogits_r·wte_r (all-reduced). @p h is R × d on
-/// every rank. Throws std::invalid_argument for a target outside [0, V).
+/// wte_r.grad += dlogits_rᵀ·h (an empty grad starts as zeros), and *dh is assigned
+/// Σ_ranks dlogits_r·wte_r (all-reduced; whatever it held is replaced). @p h is R × d on every rank. Throws std::invalid_argument for a target outside [0, V).
 double vocab_parallel_cross_entropy(Communicator& tp, const nn::Tensor& h, nn::Parameter& wte, std::size_t vocab, const std::vector<int>& targets,
                                     nn::Tensor* dh);
 
@@ -242,14 +244,16 @@ struct Mesh {
 };
 
 /// TODO(10.6): the two groups of this rank, from @p world split with MPI_Comm_split (then
-/// Communicator::create(@p backend, that communicator)). Throws std::invalid_argument unless
+/// Communicator::create(@p backend, that communicator), which does not free it: leaving the two
+/// split communicators to MPI_Finalize is fine). Throws std::invalid_argument unless
 /// t ≥ 1 divides the world's size.
 Mesh make_mesh(MPI_Comm world, int t, gpulab::dist::Backend backend);
 
-/// TODO(10.6): after backward, in the order of @p params: with sequence parallelism a replicated
-/// parameter's gradient is a partial sum over the tensor group's rows, so it is all-reduced over
-/// mesh.tp first; then every gradient is averaged over mesh.dp (summed by an all-reduce, then
-/// nn::scale by 1/D). A parameter with no gradient yet counts as zeros.
+/// TODO(10.6): after backward, one parameter after another in the order of @p params: with
+/// sequence parallelism a replicated parameter's gradient is a partial sum over the tensor group's
+/// rows, so it is all-reduced over mesh.tp first; then the gradient is averaged over mesh.dp
+/// (summed by an all-reduce, then nn::scale by 1/D). A frozen parameter is skipped; one with no
+/// gradient yet gets a zero gradient of its value's shape and takes part with it.
 void sync_gradients(Mesh& mesh, const std::vector<TPParameter>& params, bool sequence_parallel);
 
 }  // namespace lab10

@@ -152,7 +152,9 @@ struct MessageEntry {
 /// Point-to-point communication between the ranks of an MPI communicator.
 class Communicator {
  public:
-  /// A communicator of the given backend over @p comm (ranks and size from it).
+  /// A communicator of the given backend over @p comm (ranks and size from it). It uses @p comm
+  /// and never frees it: a communicator from MPI_Comm_split stays the caller's (MPI_Finalize frees
+  /// what is left).
   static std::unique_ptr<Communicator> create(Backend backend, MPI_Comm comm = MPI_COMM_WORLD);
   virtual ~Communicator();
 
