@@ -213,6 +213,8 @@ class ParallelBlock {
   ParallelBlock(Communicator& tp, nn::Block& full, float dropout, std::uint32_t first_tensor, std::uint64_t dropout_seed, bool sequence_parallel);
   /// TODO(10.5): the block's output from x (R × d, or this rank's R/t rows). The branch dropouts
   /// are the whole R × d tensor's masks: with sequence parallelism a rank applies its rows' slice.
+  /// What stays alive until backward is what the layers keep in @p saved and nothing else (no
+  /// extra copies): the tests count it against the derivation in lessons/10-tensor-parallel.md.
   nn::Tensor forward(const nn::Tensor& x, const nn::Pass& pass, nn::Saved& saved);
   /// TODO(10.5): dL/dx from dL/d(output), in the reverse order; adds into every gradient.
   nn::Tensor backward(const nn::Tensor& dy, const nn::Pass& pass, const nn::Saved& saved);
