@@ -86,6 +86,16 @@ Tensor Tensor::uninitialized(std::size_t rows, std::size_t cols, Device device) 
 
 Tensor::Tensor(std::size_t rows, std::size_t cols, Device device) : Tensor(uninitialized(rows, cols, device)) { fill(0.0f); }
 
+Tensor Tensor::view(float* data, std::size_t rows, std::size_t cols, Device device) {
+  if (data == nullptr && rows * cols != 0) throw std::invalid_argument("Tensor::view: a null buffer for " + std::to_string(rows) + " × " + std::to_string(cols));
+  Tensor t;
+  t.data_ = data;
+  t.rows_ = rows;
+  t.cols_ = cols;
+  t.device_ = device;
+  return t;  // no allocator: release() leaves the memory alone
+}
+
 Tensor Tensor::from(const std::vector<float>& values, std::size_t rows, std::size_t cols, Device device) {
   Tensor t = uninitialized(rows, cols, device);
   t.assign(values);

@@ -29,12 +29,21 @@
 #include "gpulab/nn_gpt.hpp"
 #include "gpulab/random.hpp"
 #include "gpulab/stats.hpp"
+#include "gpulab_dist_test.hpp"
 #include "gpulab_test.hpp"
 #include "tp.hpp"
 
 using gpulab::dist::Backend;
 using gpulab::dist::Collective;
 using gpulab::dist::Communicator;
+using gpulab::testing::all_ranks;
+using gpulab::testing::Count;
+using gpulab::testing::counted;
+using gpulab::testing::describe;
+using gpulab::testing::reset;
+using gpulab::testing::same;
+using gpulab::testing::first_difference;
+using gpulab::testing::learner;
 using gpulab::testing::check_fact;
 using gpulab::testing::flattened;
 using gpulab::testing::send_bitwise;
@@ -54,12 +63,6 @@ constexpr std::uint64_t kSeed = 1010;
 std::string where(const std::string& what, int t) { return what + " (t=" + std::to_string(t) + ")"; }
 std::string sp_name(bool sp) { return sp ? "with sequence parallelism" : "tensor parallel"; }
 
-/// True on every rank if it is true on every rank (harness communication, not counted).
-bool all_ranks(bool mine) {
-  int in = mine ? 1 : 0, out = 0;
-  PMPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return out == 1;
-}
 
 nn::Tensor random_tensor(std::size_t rows, std::size_t cols, std::uint64_t seed, float scale = 1.0f) {
   std::vector<float> v = gpulab::Rng(seed).uniform_vector(rows * cols);
@@ -80,18 +83,6 @@ nn::Tensor my_rows(const nn::Tensor& t, int ranks, int r) {
   return rows_of(t, static_cast<std::size_t>(r) * n, n);
 }
 
-/// "" when equal bit for bit, else the first difference (NaN is never equal; −0 is not +0).
-std::string first_difference(const std::vector<float>& got, const std::vector<float>& want, const std::string& name) {
-  if (got.size() != want.size()) return name + ": " + std::to_string(got.size()) + " values, want " + std::to_string(want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0 || std::isnan(got[i])) {
-      char b[240];
-      std::snprintf(b, sizeof b, "%s[%zu] is %.9g, one process gives %.9g", name.c_str(), i, got[i], want[i]);
-      return b;
-    }
-  }
-  return "";
-}
 
 /// Checks named tensors bit for bit and sends their values for the grader's own comparison.
 void check_equal(const std::vector<std::pair<std::string, std::vector<float>>>& got, const std::vector<std::vector<float>>& want,
@@ -109,69 +100,7 @@ void check_equal(const std::vector<std::pair<std::string, std::vector<float>>>& 
 
 std::vector<float> host(const nn::Tensor& t) { return t.empty() ? std::vector<float>() : t.to_host(); }
 
-/// Collectives of each kind since the last reset: "all-reduce 2 × 512, all-gather 0, ..." pieces.
-/// Everything that left this rank through the Communicator or a library since the last reset:
-/// the three collectives by kind, point-to-point messages, and any other library collective
-/// called inside a LearnerScope (MPI's, or the blocking allreduce_sum, which bypass the counts).
-struct Count {
-  std::uint64_t calls[3] = {0, 0, 0};
-  std::uint64_t floats[3] = {0, 0, 0};
-  std::uint64_t messages = 0;  ///< point-to-point sends through the Communicator
-  std::string others;          ///< other library collectives called
-};
-Count counted(const Communicator& c) {
-  Count n;
-  const auto tr = c.traffic();
-  for (int k = 0; k < 3; ++k) {
-    n.calls[k] = tr.collective_calls[static_cast<std::size_t>(k)];
-    n.floats[k] = tr.collective_bytes[static_cast<std::size_t>(k)] / 4;
-  }
-  n.messages = tr.messages_sent();
-  for (const std::string& name : gpulab::dist::library_collectives_called()) {
-    if (name != "Communicator::iallreduce_sum" && name != "Communicator::ireduce_scatter_sum" && name != "Communicator::iall_gather") {
-      n.others += (n.others.empty() ? "" : ", ") + name;
-    }
-  }
-  return n;
-}
-/// Starts counting afresh (the traffic and the library collectives noted in a LearnerScope).
-void reset(Communicator& c) {
-  c.reset_traffic();
-  gpulab::dist::reset_library_collectives();
-}
-std::string describe(const Count& n) {
-  std::string s;
-  for (int k = 0; k < 3; ++k) {
-    s += (k ? ", " : "") + std::string(gpulab::dist::to_string(static_cast<Collective>(k))) + " " + std::to_string(n.calls[k]) + " call(s) of " +
-         std::to_string(n.floats[k]) + " floats";
-  }
-  if (n.messages > 0) s += "; " + std::to_string(n.messages) + " point-to-point message(s)";
-  if (!n.others.empty()) s += "; other collectives called: " + n.others;
-  return s;
-}
-bool same(const Count& a, const Count& b) {
-  for (int k = 0; k < 3; ++k) {
-    if (a.calls[k] != b.calls[k] || a.floats[k] != b.floats[k]) return false;
-  }
-  return a.messages == b.messages && a.others == b.others;
-}
 
-/// Runs the learner's @p f; if it throws, the other ranks may be waiting in a collective that
-/// this one will never start, so say why and stop every rank (the grader reports the abort).
-template <class F>
-void learner(const std::string& what, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    int r = 0;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &r);
-    check_fact(false, what + " on rank " + std::to_string(r), std::string("threw: ") + e.what(),
-               "every rank must take part in every collective: an exception on one leaves the others waiting");
-    std::fprintf(stderr, "rank %d: %s threw: %s\n", r, what.c_str(), e.what());
-    std::fflush(stderr);
-    PMPI_Abort(MPI_COMM_WORLD, 1);
-  }
-}
 Count expect(std::uint64_t ar, std::uint64_t ar_floats, std::uint64_t rs, std::uint64_t rs_floats, std::uint64_t ag, std::uint64_t ag_floats) {
   Count c;
   c.calls[0] = ar, c.floats[0] = ar_floats, c.calls[1] = rs, c.floats[1] = rs_floats, c.calls[2] = ag, c.floats[2] = ag_floats;

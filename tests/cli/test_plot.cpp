@@ -82,7 +82,7 @@ TEST_CASE("a scorecard from a machine without a GPU plots what there is and neve
   CHECK_NOTHROW(gpulab::cli::ladder_svg(nlohmann::json::parse(R"({"checks": null})")));
 }
 
-TEST_CASE("a timeline names in its legend only what it holds numbers micro-batches and keeps its last label inside", "[cpu]") {
+TEST_CASE("a timeline names in its legend only what it holds numbers micro-batches and units and keeps its last label inside", "[cpu]") {
   // As lab 09's [perf] case records it: a forward and a backward with their micro-batch and a receive waited for.
   const auto pipeline = nlohmann::json::parse(R"({"lab": "09-pipeline-parallel", "checks": [{"name": "pipeline step", "kind": "performance",
      "data": {"variant": "learner", "learner_timeline": {"panels": [{"title": "1F1B, m = 8", "ranks": [
@@ -103,4 +103,15 @@ TEST_CASE("a timeline names in its legend only what it holds numbers micro-batch
   CHECK(bars.find("receive waited for") == std::string::npos);
   CHECK(bars.find("numbered by micro-batch") == std::string::npos);
   CHECK(bars.find("measured step 3 of 20") != std::string::npos);
+  // As lab 11's: compute numbered by unit, a unit's all-gather and reduce-scatter, no all-reduce.
+  const auto fsdp = nlohmann::json::parse(R"({"lab": "11-fsdp", "checks": [{"name": "FSDP step", "kind": "performance",
+     "data": {"variant": "learner", "learner_timeline": {"panels": [{"title": "a ZeRO-3 step", "ranks": [
+       [{"what": "all-gather h.0", "start_ms": 0, "end_ms": 1}, {"what": "forward", "start_ms": 1, "end_ms": 3, "unit": 1},
+        {"what": "reduce-scatter h.0", "start_ms": 3, "end_ms": 4}]]}]}}}]})");
+  const std::string sharded = gpulab::cli::timeline_svg(fsdp);
+  CHECK(sharded.find("green, a unit's all-gather") != std::string::npos);
+  CHECK(sharded.find("purple, a unit's reduce-scatter") != std::string::npos);
+  CHECK(sharded.find("an all-reduce") == std::string::npos);
+  CHECK(sharded.find("numbered by unit") != std::string::npos);
+  CHECK(sharded.find(">1</text>") != std::string::npos);
 }

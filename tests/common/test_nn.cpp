@@ -719,3 +719,22 @@ TEST_CASE("nn: OpenBLAS runs the lab-08 MLP's forward and backward several times
   // speed; one OpenBLAS thread with its packed, vectorised kernels is several times faster.
   CHECK(loop / blas >= 3.0);
 }
+
+TEST_CASE("nn: a view reads and writes its buffer and never gives it back even with poisoning on", "[cpu]") {
+  const bool previous = nn::set_poison_on_free(true);
+  nn::Tensor flat = nn::Tensor::from({1, 2, 3, 4, 5, 6, 7}, 1, 7);
+  {
+    nn::Tensor v = nn::Tensor::view(flat.data() + 1, 2, 3);
+    CHECK(v.is_view());
+    CHECK_FALSE(flat.is_view());
+    CHECK(v.rows() == 2);
+    CHECK(v.to_host() == std::vector<float>{2, 3, 4, 5, 6, 7});
+    nn::scale(v, 2.0f);
+    nn::Tensor moved = std::move(v);
+    CHECK(moved.is_view());
+    CHECK_FALSE(moved.clone().is_view());
+  }  // the view and its moved-to tensor die: the buffer is neither freed nor poisoned
+  CHECK(flat.to_host() == std::vector<float>{1, 4, 6, 8, 10, 12, 14});
+  CHECK_THROWS_AS(nn::Tensor::view(nullptr, 1, 1), std::invalid_argument);
+  nn::set_poison_on_free(previous);
+}

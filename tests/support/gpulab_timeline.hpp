@@ -1,7 +1,7 @@
 /// @file gpulab_timeline.hpp
 /// @brief The distributed labs' timelines for the scorecard: each rank's spans (what, start,
 /// end on the machine's one clock, gpulab::dist::now()) gathered on rank 0 as
-/// [[{"what", "start_ms", "end_ms"[, "micro"]}, ...] per rank], in milliseconds from the earliest start
+/// [[{"what", "start_ms", "end_ms"[, "micro" or "unit"]}, ...] per rank], in milliseconds from the earliest start
 /// (`gpulab grade NN --plot` draws them). Harness communication (PMPI_*), never counted.
 #pragma once
 
@@ -20,6 +20,7 @@ struct Span {
   std::string what;  ///< "forward", "backward", "bucket 0", "recv wait"
   double start = 0.0, end = 0.0;
   int micro = -1;    ///< the micro-batch it worked on (lab 09), drawn on its block; -1: none
+  int unit = -1;     ///< the model unit it computed (lab 11), drawn on its block; -1: none
 };
 
 /// Every rank's @p mine on rank 0 (null on the others); collective over MPI_COMM_WORLD.
@@ -28,7 +29,7 @@ inline nlohmann::json gather_lanes(const std::vector<Span>& mine) {
   MPI_Comm_size(MPI_COMM_WORLD, &w);
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   nlohmann::json lane = nlohmann::json::array();
-  for (const Span& s : mine) lane.push_back({s.what, s.start, s.end, s.micro});
+  for (const Span& s : mine) lane.push_back({s.what, s.start, s.end, s.micro, s.unit});
   const std::string text = lane.dump();
   int length = static_cast<int>(text.size());
   std::vector<int> lengths(static_cast<std::size_t>(w)), offsets(static_cast<std::size_t>(w));
@@ -49,6 +50,7 @@ inline nlohmann::json gather_lanes(const std::vector<Span>& mine) {
     for (const auto& s : l) {
       nlohmann::json span = {{"what", s[0]}, {"start_ms", (s[1].get<double>() - origin) * 1e3}, {"end_ms", (s[2].get<double>() - origin) * 1e3}};
       if (s[3].get<int>() >= 0) span["micro"] = s[3];
+      if (s[4].get<int>() >= 0) span["unit"] = s[4];
       out.push_back(span);
     }
     ranks.push_back(out);

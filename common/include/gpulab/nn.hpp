@@ -90,6 +90,10 @@ class Tensor {
   static Tensor from(const std::vector<float>& values, std::size_t rows, std::size_t cols, Device device = Device::kHost);
   /// rows × cols with unspecified values (for outputs that an operation writes whole).
   static Tensor uninitialized(std::size_t rows, std::size_t cols, Device device = Device::kHost);
+  /// A rows × cols tensor over @p data, memory it does not own and never gives back: a view into
+  /// a larger buffer (lab 11's parameters are views into their unit's flat buffer). The buffer
+  /// must outlive the view; moving or destroying the view leaves it alone.
+  static Tensor view(float* data, std::size_t rows, std::size_t cols, Device device = Device::kHost);
   ~Tensor();
   /// Takes over @p other's memory; @p other is left empty.
   Tensor(Tensor&& other) noexcept;
@@ -103,6 +107,7 @@ class Tensor {
   std::size_t size() const { return rows_ * cols_; }  ///< Elements.
   Device device() const { return device_; }           ///< Where the memory lives.
   bool empty() const { return size() == 0; }          ///< No elements (a default or moved-from tensor).
+  bool is_view() const { return data_ != nullptr && allocator_ == nullptr; }  ///< Made by view(): not its own memory.
   float* data() { return data_; }                     ///< The first element, in the tensor's device memory.
   const float* data() const { return data_; }         ///< The first element, in the tensor's device memory.
   /// "3 × 4 on the host"

@@ -1,6 +1,7 @@
 /// @file plot_timeline.cpp
 /// @brief The timeline chart of a distributed step (see plot.hpp): one band per rank, compute
-/// (forward, backward) above, communication (a bucket's all-reduce, a receive waited for) below,
+/// (forward, backward) above, communication (a bucket's all-reduce, a receive waited for, a unit's
+/// all-gather or reduce-scatter) below,
 /// on one time axis; a timeline of several panels (lab 09: GPipe and 1F1B) draws them one above
 /// the other on the same axis, so that their bubbles compare at a glance.
 #include <algorithm>
@@ -39,6 +40,8 @@ const char* colour_of(const std::string& what) {
   if (what == "forward") return "#8fb8de";
   if (what == "backward") return "#1f6fb4";
   if (what == "recv wait") return "#b0b0b0";
+  if (what.rfind("all-gather", 0) == 0) return "#59a14f";      // a unit's gather (lab 11)
+  if (what.rfind("reduce-scatter", 0) == 0) return "#b07aa1";  // a unit's gradient leaving (lab 11)
   return "#f28e2b";  // a bucket's all-reduce
 }
 
@@ -58,21 +61,28 @@ std::string timeline_svg(const nlohmann::json& scorecard) {
     }
   }
   if (end <= 0.0 || lanes == 0) return "";
-  // The legend names only what this timeline holds (lab 08 has all-reduces, lab 09 receives).
-  bool any_reduce = false, any_wait = false, any_micro = false;
+  // The legend names only what this timeline holds (lab 08 has all-reduces, lab 09 receives, lab 11
+  // gathers and reduce-scatters).
+  bool any_reduce = false, any_wait = false, any_micro = false, any_unit = false, any_gather = false, any_scatter = false;
   for (const auto& panel : panels) {
     for (const auto& lane : panel["ranks"]) {
       for (const auto& i : lane) {
         const std::string what = i.value("what", std::string());
         any_wait = any_wait || what == "recv wait";
-        any_reduce = any_reduce || (what != "recv wait" && what != "forward" && what != "backward");
+        const bool gather = what.rfind("all-gather", 0) == 0, scatter = what.rfind("reduce-scatter", 0) == 0;
+        any_gather = any_gather || gather;
+        any_scatter = any_scatter || scatter;
+        any_reduce = any_reduce || (what != "recv wait" && what != "forward" && what != "backward" && !gather && !scatter);
         any_micro = any_micro || i.contains("micro");
+        any_unit = any_unit || i.contains("unit");
       }
     }
   }
   std::string communication;
   if (any_reduce) communication = "orange, an all-reduce";
   if (any_wait) communication += std::string(communication.empty() ? "" : "; ") + "grey, a receive waited for";
+  if (any_gather) communication += std::string(communication.empty() ? "" : "; ") + "green, a unit's all-gather";
+  if (any_scatter) communication += std::string(communication.empty() ? "" : "; ") + "purple, a unit's reduce-scatter";
   const double left = 70, width = 640, band = 46, top = communication.empty() ? 60 : 76, title = 22;
   const double height = top + band * static_cast<double>(lanes) + title * static_cast<double>(panels.size()) + 40;
   auto x_of = [&](double ms) { return left + width * ms / end; };
@@ -83,7 +93,7 @@ std::string timeline_svg(const nlohmann::json& scorecard) {
       << R"(<text x="16" y="22" font-size="16" font-weight="bold">)"
       << escape("gpulab — lab " + scorecard.value("lab", std::string("?")) + ": one step, " + whose) << "</text>\n"
       << R"(<text x="16" y="40" fill="#555">)"
-      << escape(std::string("per rank: forward (light) and backward (dark) above") + (any_micro ? ", numbered by micro-batch" : "") + "; white: idle")
+      << escape(std::string("per rank: forward (light) and backward (dark) above") + (any_micro ? ", numbered by micro-batch" : any_unit ? ", numbered by unit" : "") + "; white: idle")
       << "</text>\n";
   if (!communication.empty()) svg << R"(<text x="16" y="56" fill="#555">)" << escape("communication below: " + communication) << "</text>\n";
   const double tick = std::max(0.1, end / 8);
@@ -110,12 +120,12 @@ std::string timeline_svg(const nlohmann::json& scorecard) {
         const double x0 = x_of(i.value("start_ms", 0.0)), x1 = std::max(x0 + 1.0, x_of(i.value("end_ms", 0.0)));
         const double row = compute ? y : y + band * 0.45;
         svg << R"(<rect x=")" << num(x0) << R"(" y=")" << num(row) << R"(" width=")" << num(x1 - x0) << R"(" height=")" << num(band * 0.38)
-            << R"(" fill=")" << colour_of(what) << R"(" stroke="white"><title>)" << escape(what + (i.contains("micro") ? " " + std::to_string(i.value("micro", 0)) : std::string())) << "</title></rect>";
+            << R"(" fill=")" << colour_of(what) << R"(" stroke="white"><title>)" << escape(what + (i.contains("micro") ? " " + std::to_string(i.value("micro", 0)) : i.contains("unit") ? " " + std::to_string(i.value("unit", 0)) : std::string())) << "</title></rect>";
         if (!compute && x1 - x0 > 7.0 * static_cast<double>(what.size())) {
           svg << R"(<text x=")" << num(x0 + 3) << R"(" y=")" << num(row + band * 0.28) << R"(" fill="white">)" << escape(what) << "</text>";
         }
-        if (compute && i.contains("micro")) {
-          const std::string label = std::to_string(i.value("micro", 0));
+        if (compute && (i.contains("micro") || i.contains("unit"))) {
+          const std::string label = std::to_string(i.contains("micro") ? i.value("micro", 0) : i.value("unit", 0));
           if (x1 - x0 > 7.0 * static_cast<double>(label.size()) + 2) {
             svg << R"(<text x=")" << num((x0 + x1) / 2) << R"(" y=")" << num(row + band * 0.28) << R"(" text-anchor="middle" fill=")"
                 << (what == "forward" ? "#102a43" : "white") << R"(">)" << label << "</text>";
