@@ -4,7 +4,7 @@
 /// compute copy. Read lessons/11-fsdp.md, sections "TODO(11.1)" and "TODO(11.6)".
 ///
 /// Why flat: one all-gather and one reduce-scatter per unit instead of one per parameter (a
-/// block has twelve, four of them a few hundred floats: latency, not bandwidth), and every
+/// block has twelve, six of them d floats: latency, not bandwidth), and every
 /// rank's shard the same size, which the padding buys (at most W − 1 floats per unit).
 #include <cstdint>
 #include <cstring>

@@ -177,7 +177,10 @@ class ShardedGPT {
   /// unit gathered again (its parameters' new values). The shards stay fp32.
   void optimizer_step();
 
-  /// TODO(11.3): posts the all-gather of unit @p k's shard into a new full buffer (non-blocking).
+  /// TODO(11.3): posts the all-gather of unit @p k's shard into its full buffer, made first when
+  /// it has none (ZeRO-3 after a reshard; ZeRO-2 gathers again into the one it keeps), without
+  /// waiting. The caller decides whether the unit needs a gather (one neither gathered nor in
+  /// flight): unshard always posts.
   void unshard(std::size_t k);
   /// TODO(11.3): waits for unit @p k's all-gather, points its parameters' values at full
   /// (view_into) and, with bf16 compute, rounds full (round_compute_copy).

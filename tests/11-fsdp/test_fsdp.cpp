@@ -477,22 +477,20 @@ void check_peaks(const Trained& t, std::size_t layers, const lab11::FsdpOptions&
   const std::size_t ahead = 1 + static_cast<std::size_t>(o.prefetch);
   const std::size_t fwd = o.stage == 3 ? root + ahead * block : 0;
   const std::size_t bwd = o.stage == 3 ? 2 * root + ahead * block + 2 * block : root + 2 * block;
-  char detail[400];
-  std::snprintf(detail, sizeof detail,
-                "rank %d: forward %zu bytes above the step's start, bound %zu (activations %zu + "
-                "gathered %zu); backward %zu, bound %zu (activations %zu + "
-                "gathered %zu)",
-                r, t.forward_peak, t.activations_forward + fwd, t.activations_forward, fwd,
-                t.backward_peak, t.activations_backward + bwd, t.activations_backward, bwd);
-  check_fact(t.forward_peak <= t.activations_forward + fwd &&
-                 t.backward_peak <= t.activations_backward + bwd,
-             what, detail,
-             o.stage == 3
-                 ? "reshard each block right after its forward and its backward; prefetch no more "
-                   "than the limit; finish each reduce-scatter "
-                   "before the next block's backward ends (at most two full gradients alive)"
-                 : "give each unit's full gradient back once its reduce-scatter is done, before "
-                   "the next block's backward ends (at most two alive)");
+  const std::size_t fwd_bound = t.activations_forward + fwd, bwd_bound = t.activations_backward + bwd;
+  const auto phase = [](const char* name, std::size_t got, std::size_t bound, std::size_t activations, std::size_t gathered) {
+    char b[240];
+    std::snprintf(b, sizeof b, "%s %zu bytes above the step's start, %s %zu (activations %zu + gathered %zu)", name, got,
+                  got > bound ? "OVER the bound by" : "bound", got > bound ? got - bound : bound, activations, gathered);
+    return std::string(b);
+  };
+  const std::string detail = "rank " + std::to_string(r) + ": " + phase("forward", t.forward_peak, fwd_bound, t.activations_forward, fwd) + "; " +
+                             phase("backward", t.backward_peak, bwd_bound, t.activations_backward, bwd);
+  check_fact(t.forward_peak <= fwd_bound && t.backward_peak <= bwd_bound, what, detail,
+             o.stage == 3 ? "reshard each block right after its forward and its backward; prefetch no more than the limit; finish each block's "
+                            "reduce-scatter before the backward of the block after next (at most two blocks' full gradients alive)"
+                          : "give each unit's full gradient back once its reduce-scatter is done, at the latest before the backward of the "
+                            "block after next (at most two blocks' full gradients alive)");
 }
 
 lab11::FsdpOptions zero(int stage, int prefetch = 0, bool bf16 = false) {
