@@ -29,6 +29,7 @@
 #include "gpulab/guard.hpp"
 #include "gpulab/random.hpp"
 #include "gpulab/stats.hpp"
+#include "gpulab_dist_test.hpp"
 #include "gpulab_test.hpp"
 #include "ring.hpp"
 
@@ -36,6 +37,7 @@ using gpulab::dist::Backend;
 constexpr auto AllReduce = gpulab::dist::Collective::kAllReduce;
 using gpulab::dist::Communicator;
 using gpulab::dist::LearnerScope;
+using gpulab::testing::all_ranks;
 using gpulab::testing::check_fact;
 using gpulab::testing::check_within;
 using gpulab::testing::check_bitwise;
@@ -61,13 +63,6 @@ std::vector<std::size_t> counts(int w) {
   std::sort(c.begin(), c.end());
   c.erase(std::unique(c.begin(), c.end()), c.end());
   return c;
-}
-
-/// True on every rank if it is true on every rank (harness communication, not counted).
-bool all_ranks(bool mine) {
-  int in = mine ? 1 : 0, out = 0;
-  PMPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return out == 1;
 }
 
 std::uint64_t sum_over_ranks(std::uint64_t mine) {

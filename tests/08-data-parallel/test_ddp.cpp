@@ -30,11 +30,13 @@
 #include "gpulab/nn.hpp"
 #include "gpulab/random.hpp"
 #include "gpulab/stats.hpp"
+#include "gpulab_dist_test.hpp"
 #include "gpulab_test.hpp"
 #include "gpulab_timeline.hpp"
 
 using gpulab::dist::Backend;
 using gpulab::dist::Communicator;
+using gpulab::testing::all_ranks;
 using gpulab::testing::check_fact;
 using gpulab::testing::flattened;
 using gpulab::testing::send_bitwise;
@@ -53,13 +55,6 @@ constexpr std::uint64_t kSamplerSeed = 80;
 /// the default rule gives 5 buckets (4.bias + 4.weight, 2.bias, 2.weight, 0.bias, 0.weight); the
 /// default limits (1 MiB, 25 MiB) give 2, and 1 GiB gives 1.
 constexpr std::size_t kSmallCap = 2048;
-
-/// True on every rank if it is true on every rank (harness communication, not counted).
-bool all_ranks(bool mine) {
-  int in = mine ? 1 : 0, out = 0;
-  PMPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return out == 1;
-}
 
 const nn::Dataset& data() {
   static const nn::Dataset d = nn::teacher_dataset(403, kWidths.front(), kWidths.back(), 81);  // 403: not a multiple of anything

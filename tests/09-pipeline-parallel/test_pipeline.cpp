@@ -36,6 +36,7 @@
 #include "gpulab/nn.hpp"
 #include "gpulab/random.hpp"
 #include "gpulab/stats.hpp"
+#include "gpulab_dist_test.hpp"
 #include "gpulab_test.hpp"
 #include "gpulab_timeline.hpp"
 #include "pipeline.hpp"
@@ -43,6 +44,7 @@
 
 using gpulab::dist::Backend;
 using gpulab::dist::Communicator;
+using gpulab::testing::all_ranks;
 using gpulab::testing::check_fact;
 using gpulab::testing::flattened;
 using gpulab::testing::send_bitwise;
@@ -54,13 +56,6 @@ namespace nn = gpulab::nn;
 namespace {
 
 constexpr double kUnit = 5.9604644775390625e-8;  // fp32 unit roundoff, 2⁻²⁴
-
-/// True on every rank if it is true on every rank (harness communication, not counted).
-bool all_ranks(bool mine) {
-  int in = mine ? 1 : 0, out = 0;
-  PMPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return out == 1;
-}
 
 int world_size() {
   int w = 1;

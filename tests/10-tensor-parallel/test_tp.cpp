@@ -44,6 +44,7 @@ using gpulab::testing::reset;
 using gpulab::testing::same;
 using gpulab::testing::first_difference;
 using gpulab::testing::learner;
+using gpulab::testing::ping_pong_seconds;
 using gpulab::testing::check_fact;
 using gpulab::testing::flattened;
 using gpulab::testing::send_bitwise;
@@ -786,30 +787,6 @@ TEST_CASE("the block equals one process summing every rank's part in rank order 
 }
 
 namespace {
-
-/// One-way time of @p count floats between ranks 0 and 1 (the median of 20 round trips after 5
-/// warm-ups, harness messages through PMPI: never counted against the learner), on every rank.
-double ping_pong_seconds(std::size_t count) {
-  int r = 0;
-  PMPI_Comm_rank(MPI_COMM_WORLD, &r);
-  std::vector<float> buffer(std::max<std::size_t>(count, 1), 1.0f);
-  std::vector<double> samples;
-  for (int k = 0; k < 25; ++k) {
-    PMPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = MPI_Wtime();
-    if (r == 0) {
-      PMPI_Send(buffer.data(), static_cast<int>(count), MPI_FLOAT, 1, 10, MPI_COMM_WORLD);
-      PMPI_Recv(buffer.data(), static_cast<int>(count), MPI_FLOAT, 1, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    } else if (r == 1) {
-      PMPI_Recv(buffer.data(), static_cast<int>(count), MPI_FLOAT, 0, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      PMPI_Send(buffer.data(), static_cast<int>(count), MPI_FLOAT, 0, 10, MPI_COMM_WORLD);
-    }
-    if (k >= 5) samples.push_back((MPI_Wtime() - t0) / 2.0);
-  }
-  double t = gpulab::median(samples);
-  PMPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  return t;
-}
 
 /// Counts the bytes the nn::Tensors hold (live and peak), passing every call on.
 class CountingAllocator : public nn::Allocator {

@@ -47,6 +47,7 @@ using gpulab::testing::describe;
 using gpulab::testing::first_difference;
 using gpulab::testing::flattened;
 using gpulab::testing::learner;
+using gpulab::testing::ping_pong_seconds;
 using gpulab::testing::same;
 using gpulab::testing::send_bitwise;
 namespace nn = gpulab::nn;
@@ -129,8 +130,7 @@ lab11::FlatLayout spec_layout(const std::vector<std::size_t>& sizes, int w) {
 }
 
 /// Parameter sizes of each flat unit of a GPT of @p layers blocks (root, then the blocks).
-std::vector<std::vector<std::size_t>> unit_sizes(std::size_t layers) {
-  const std::size_t d = kWidth;
+std::vector<std::vector<std::size_t>> unit_sizes(std::size_t layers, std::size_t d = kWidth) {
   std::vector<std::vector<std::size_t>> u = {{kVocab * d, kContext * d, d, d}};
   for (std::size_t k = 0; k < layers; ++k)
     u.push_back({d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d});
@@ -991,14 +991,34 @@ TEST_CASE("ZeRO-3 step time with and without prefetch", "[cpu][perf]") {
     if (std::fabs(seconds[1][k] - t_ahead) < std::fabs(seconds[1][drawn] - t_ahead))
       drawn = k;
   }
-  char note[400], title[200];
+  // Lesson 07's α-β model of a step's communication, recorded beside what was measured, not gated
+  // (it knows nothing of ranks sharing cores, or of MPI progressing only inside MPI calls): α from
+  // a 1-float ping-pong of ranks 0 and 1, β from one of a block's shard; each all-gather and
+  // reduce-scatter of n padded floats sends W − 1 messages and (W − 1)/W · 4n bytes per rank as a
+  // ring. What the step spends above the unsharded one is the exposed communication (and the
+  // sharding's own copies); prefetch's hidden share is the part of it that prefetch removes.
+  double alpha = 0.0, beta = 0.0, predicted = 0.0;
+  if (w > 1) {
+    const auto sizes = unit_sizes(kLayers, 64);
+    const std::size_t piece = spec_layout(sizes[1], w).shard;
+    alpha = ping_pong_seconds(1);
+    beta = static_cast<double>(piece * sizeof(float)) / std::max(1e-9, ping_pong_seconds(piece) - alpha);
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const double n = static_cast<double>(spec_layout(sizes[k], w).padded);
+      const double one = (w - 1) * alpha + (w - 1.0) / w * 4.0 * n / beta;
+      predicted += one * (k == 0 ? 2.0 : 3.0);  // the root: a gather and a reduce-scatter; a block: two gathers and a reduce-scatter
+    }
+  }
+  const double exposed_plain = std::max(0.0, t_plain - t_whole), exposed_ahead = std::max(0.0, t_ahead - t_whole);
+  const double prefetch_hid = exposed_plain > 0 ? (exposed_plain - exposed_ahead) / exposed_plain : 0.0;
+  char note[600], title[200];
   std::snprintf(note, sizeof note,
-                "W=%d, %zu blocks: step %.2f ms unsharded without communication, ZeRO-3 %.2f ms "
-                "without prefetch, %.2f ms with prefetch 1 (%.0f%% of the "
-                "gathers' time in flight inside compute, %.0f%% without)",
-                w, kLayers, t_whole * 1e3, t_plain * 1e3, t_ahead * 1e3,
-                in_flight[1] > 0 ? 100.0 * hidden[1] / in_flight[1] : 0.0,
-                in_flight[0] > 0 ? 100.0 * hidden[0] / in_flight[0] : 0.0);
+                "W=%d, %zu blocks: step %.2f ms unsharded without communication, ZeRO-3 %.2f ms without prefetch, %.2f ms with prefetch 1 "
+                "(%.0f%% of the gathers' time in flight inside compute, %.0f%% without); above the unsharded step %.2f and %.2f ms, "
+                "prefetch hid %.0f%% of it; alpha-beta predicts %.2f ms of communication a step (alpha = %.1f us, beta = %.2f GB/s)",
+                w, kLayers, t_whole * 1e3, t_plain * 1e3, t_ahead * 1e3, in_flight[1] > 0 ? 100.0 * hidden[1] / in_flight[1] : 0.0,
+                in_flight[0] > 0 ? 100.0 * hidden[0] / in_flight[0] : 0.0, exposed_plain * 1e3, exposed_ahead * 1e3, 100.0 * prefetch_hid,
+                predicted * 1e3, alpha * 1e6, beta / 1e9);
   std::snprintf(title, sizeof title,
                 "a ZeRO-3 step with prefetch 1: %.2f ms, the nearest the median of %zu",
                 seconds[1][drawn] * 1e3, seconds[1].size());
@@ -1012,6 +1032,12 @@ TEST_CASE("ZeRO-3 step time with and without prefetch", "[cpu][perf]") {
        {"no_prefetch_ms", t_plain * 1e3},
        {"unsharded_ms", t_whole * 1e3},
        {"hidden_share", in_flight[1] > 0 ? hidden[1] / in_flight[1] : 0.0},
+       {"exposed_ms", exposed_ahead * 1e3},
+       {"exposed_no_prefetch_ms", exposed_plain * 1e3},
+       {"prefetch_hid_share", prefetch_hid},
+       {"alpha_beta_ms", predicted * 1e3},
+       {"alpha_us", alpha * 1e6},
+       {"beta_gbs", beta / 1e9},
        {"note", note},
        {"timeline",
         {{"panels",

@@ -1,12 +1,14 @@
 /// @file gpulab_dist_test.hpp
 /// @brief What the distributed labs' tests share: agreement among ranks, a guard around learner
 /// code that may throw on one rank only, a bit-for-bit comparison that names the first
-/// difference, and the count of every collective and message a rank sent. Harness communication
+/// difference, the count of every collective and message a rank sent, and a ping-pong that
+/// measures the link's α and β. Harness communication
 /// goes through PMPI_* directly, never counted.
 #pragma once
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "gpulab/dist.hpp"
+#include "gpulab/stats.hpp"
 #include "gpulab_test.hpp"
 
 namespace gpulab::testing {
@@ -111,6 +114,30 @@ inline bool same(const Count& a, const Count& b) {
       return false;
   }
   return a.messages == b.messages && a.others == b.others;
+}
+
+/// One-way time of @p count floats between ranks 0 and 1 (the median of 20 round trips after 5
+/// warm-ups, harness messages through PMPI: never counted against the learner), on every rank.
+inline double ping_pong_seconds(std::size_t count) {
+  int r = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &r);
+  std::vector<float> buffer(std::max<std::size_t>(count, 1), 1.0f);
+  std::vector<double> samples;
+  for (int k = 0; k < 25; ++k) {
+    PMPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    if (r == 0) {
+      PMPI_Send(buffer.data(), static_cast<int>(count), MPI_FLOAT, 1, 10, MPI_COMM_WORLD);
+      PMPI_Recv(buffer.data(), static_cast<int>(count), MPI_FLOAT, 1, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (r == 1) {
+      PMPI_Recv(buffer.data(), static_cast<int>(count), MPI_FLOAT, 0, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      PMPI_Send(buffer.data(), static_cast<int>(count), MPI_FLOAT, 0, 10, MPI_COMM_WORLD);
+    }
+    if (k >= 5) samples.push_back((MPI_Wtime() - t0) / 2.0);
+  }
+  double t = gpulab::median(samples);
+  PMPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return t;
 }
 
 }  // namespace gpulab::testing

@@ -27,15 +27,16 @@
 namespace gpulab::cli {
 namespace {
 
-/// CTest over the unit tests (the labs' reference cases run once, in `grade --solutions`).
-void run_unit_tests(const Paths& paths, bool gpu, Table& table) {
+/// CTest over the unit tests (the labs' reference cases run once, in `grade --solutions`), @p jobs
+/// at a time.
+void run_unit_tests(const Paths& paths, bool gpu, Table& table, int jobs) {
   const fs::path junit = paths.build / "selftest" / "unit-tests.xml";
   fs::create_directories(junit.parent_path());
   fs::remove(junit);
   ProcessOptions o;
   o.timeout_s = 3600;
   o.echo = true;
-  const ProcessResult r = run_process({"ctest", "--test-dir", paths.build.string(), "-j", std::to_string(build_jobs()), "-L", "^unit$",
+  const ProcessResult r = run_process({"ctest", "--test-dir", paths.build.string(), "-j", std::to_string(jobs), "-L", "^unit$",
                                        "--output-on-failure", "--no-tests=error", "--output-junit", junit.string()},
                                       o);
   std::vector<JunitCase> cases;
@@ -299,13 +300,16 @@ std::map<std::string, double> last_seconds_by_lab(const fs::path& json_file) {
 /// The labs side by side: a pool of @p jobs workers, each lab graded in a process of its own, the
 /// longest first (by the last run's seconds; on a clean clone the distributed labs, then by their
 /// number of plants), and never two distributed labs at once (each runs up to 4 ranks on these 2
-/// cores). One after another, the labs left a core idle most of the time (a grade waits on a
+/// cores). The unit tests, with @p unit_tests, are the first job of the lane beside the distributed
+/// labs, one test at a time: the distributed labs, one after another, are the longer lane, and
+/// the unit tests before both lanes lengthened it by their whole time. One after another, the labs left a core idle most of the time (a grade waits on a
 /// compiler, a time limit or sleeping ranks); side by side, the timing gates run beside another
 /// lab's load, which they must bear anyway (every gate is judged against a yardstick measured
 /// beside it; scripts/load-check). Builds are serialized by the build tree's lock (build.hpp).
 /// Each lab's output goes to build/selftest/lab-NN.log; its rows are printed here as they come,
 /// and the whole log of a lab with a failure at the end.
-void check_labs_side_by_side(const Paths& paths, const std::vector<LabConfig>& labs, const SelftestOptions& options, bool gpu, Table& table) {
+void check_labs_side_by_side(const Paths& paths, const std::vector<LabConfig>& labs, const SelftestOptions& options, bool gpu, bool unit_tests,
+                             Table& table) {
   const fs::path dir = paths.build / "selftest";
   const std::map<std::string, double> last = last_seconds_by_lab(dir / "selftest.json");
   std::vector<const LabConfig*> waiting;
@@ -322,8 +326,9 @@ void check_labs_side_by_side(const Paths& paths, const std::vector<LabConfig>& l
     return (lab->distributed() ? 1000.0 : 0.0) + plants;
   };
   std::stable_sort(waiting.begin(), waiting.end(), [&](const LabConfig* a, const LabConfig* b) { return estimate(a) > estimate(b); });
+  if (unit_tests) waiting.insert(waiting.begin(), nullptr);  // nullptr: the unit tests, first beside the first distributed lab
   std::cout << "selftest: the labs in " << options.jobs << " workers, longest first:";
-  for (const LabConfig* lab : waiting) std::cout << " " << lab->number;
+  for (const LabConfig* lab : waiting) std::cout << " " << (lab == nullptr ? "unit-tests" : lab->number);
   std::cout << " (each lab's whole output: build/selftest/lab-NN.log)" << std::endl;
 
   struct Worker {
@@ -338,8 +343,9 @@ void check_labs_side_by_side(const Paths& paths, const std::vector<LabConfig>& l
   auto start = [&](const LabConfig* lab) {
     Worker w;
     w.lab = lab;
-    w.log = dir / ("lab-" + lab->number + ".log");
-    w.rows = dir / ("lab-" + lab->number + ".json");
+    const std::string name = lab == nullptr ? "unit-tests" : "lab-" + lab->number;
+    w.log = dir / (name + ".log");
+    w.rows = dir / (name + ".json");
     fs::create_directories(dir);
     fs::remove(w.rows);
     std::fflush(stdout);
@@ -353,11 +359,15 @@ void check_labs_side_by_side(const Paths& paths, const std::vector<LabConfig>& l
       }
       int code = 0;
       try {
-        Table own(dir / ("lab-" + lab->number + "-table.json"));
-        check_lab(paths, *lab, options, gpu, own);
+        Table own(dir / (name + "-table.json"));
+        if (lab == nullptr) {
+          run_unit_tests(paths, gpu, own, 1);
+        } else {
+          check_lab(paths, *lab, options, gpu, own);
+        }
         write_text(w.rows, own.rows_json().dump(2) + "\n");
       } catch (const std::exception& e) {
-        std::cout << "selftest: lab " << lab->number << " stopped: " << e.what() << std::endl;
+        std::cout << "selftest: " << (lab == nullptr ? std::string("the unit tests") : "lab " + lab->number) << " stopped: " << e.what() << std::endl;
         code = 1;
       }
       std::cout.flush();
@@ -391,14 +401,14 @@ void check_labs_side_by_side(const Paths& paths, const std::vector<LabConfig>& l
       show_new_lines(w);
       if (!w.done) {
         ++running;
-        distributed_running = distributed_running || w.lab->distributed();
+        distributed_running = distributed_running || (w.lab != nullptr && w.lab->distributed());
       }
     }
     while (running < options.jobs) {
       const auto next = std::find_if(waiting.begin(), waiting.end(),
-                                     [&](const LabConfig* lab) { return !(lab->distributed() && distributed_running); });
+                                     [&](const LabConfig* lab) { return lab == nullptr || !(lab->distributed() && distributed_running); });
       if (next == waiting.end()) break;
-      distributed_running = distributed_running || (*next)->distributed();
+      distributed_running = distributed_running || (*next != nullptr && (*next)->distributed());
       start(*next);
       waiting.erase(next);
       ++running;
@@ -411,7 +421,7 @@ void check_labs_side_by_side(const Paths& paths, const std::vector<LabConfig>& l
     nlohmann::json got = fs::exists(w.rows) ? nlohmann::json::parse(read_text(w.rows), nullptr, false) : nlohmann::json();
     const bool failed_row = got.is_array() && std::any_of(got.begin(), got.end(), [](const nlohmann::json& r) { return r.value("status", "") == "fail"; });
     if (!got.is_array()) {
-      got = nlohmann::json::array({{{"step", "lab " + w.lab->number + " graded in a process of its own"}, {"status", "fail"},
+      got = nlohmann::json::array({{{"step", (w.lab == nullptr ? std::string("the unit tests") : "lab " + w.lab->number) + " run in a process of its own"}, {"status", "fail"},
                                     {"detail", "ended without its rows (exit status " + std::to_string(w.status) + "); see " + w.log.string()}}});
     }
     if (failed_row || !fs::exists(w.rows)) {
@@ -440,13 +450,13 @@ int selftest(const Paths& paths, const SelftestOptions& options) {
     table.add("build (everything, skeletons and mutants included)", b.ok ? "pass" : "fail", b.ok ? "" : b.diagnostics.substr(0, 2000));
     if (!b.ok) return table.finish();
   }
-  run_unit_tests(paths, gpu, table);
   std::vector<LabConfig> labs;
   try {
     labs = discover_labs(paths);
     table.add("every lab.json loads", "pass", std::to_string(labs.size()) + " labs");
   } catch (const std::exception& e) {
     table.add("every lab.json loads", "fail", e.what());
+    run_unit_tests(paths, gpu, table, build_jobs());
     return table.finish();
   }
   std::vector<LabConfig> chosen;
@@ -455,8 +465,9 @@ int selftest(const Paths& paths, const SelftestOptions& options) {
   }
   bool side_by_side = options.jobs > 1 && chosen.size() > 1;
   if (side_by_side) {
-    check_labs_side_by_side(paths, chosen, options, gpu, table);
+    check_labs_side_by_side(paths, chosen, options, gpu, /*unit_tests=*/true, table);
   } else {
+    run_unit_tests(paths, gpu, table, build_jobs());
     for (const LabConfig& lab : chosen) check_lab(paths, lab, options, gpu, table);
   }
   const auto changed = learner_changes(paths, labs);
