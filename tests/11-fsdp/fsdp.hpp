@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -213,6 +214,7 @@ class ShardedGPT {
   /// (Given.)
   nn::Tensor forward_unit(std::size_t u, const nn::TokenBatch& batch, const nn::Tensor& x) {
     require_gathered(u, "forward");
+    if (watch) watch(u, false);
     const double start = gpulab::dist::now();
     nn::Tensor y = model_.forward(batch, saved_, u, u + 1, x);
     spans_.push_back({u, false, start, gpulab::dist::now()});
@@ -223,6 +225,7 @@ class ShardedGPT {
   /// parameter it needs is resharded. (Given.)
   nn::Tensor backward_unit(std::size_t u, const nn::TokenBatch& batch, const nn::Tensor& dy) {
     require_gathered(u, "backward");
+    if (watch) watch(u, true);
     const double start = gpulab::dist::now();
     nn::Tensor dx = model_.backward(batch, dy, saved_, {}, {}, u, u + 1);
     saved_.at(u).clear();  // its activations are spent
@@ -242,6 +245,9 @@ class ShardedGPT {
   Communicator& comm() { return comm_; }
   /// This step's compute, in order.
   const std::vector<ComputeSpan>& spans() const { return spans_; }
+  /// The tests' probe: called with (compute unit, backward) as each compute unit starts, after its
+  /// parameters are checked. (Given; yours to leave alone.)
+  std::function<void(std::size_t, bool)> watch;
 
  private:
   void require_gathered(std::size_t u, const char* pass) const {

@@ -242,6 +242,9 @@ struct Trained {
   std::size_t backward_peak = 0;        ///< the same in backward
   std::size_t activations_forward = 0;  ///< the same two of one unsharded step (measured alike)
   std::size_t activations_backward = 0;
+  std::vector<std::size_t> points;       ///< bytes above the step's start as each compute unit starts, last measured step
+  std::vector<std::size_t> base_points;  ///< the same for one unsharded step
+  std::string not_owned;                 ///< a full buffer found viewing memory the allocator does not see, named
   std::vector<lab11::ComputeSpan> spans;              ///< the last step's compute
   std::vector<gpulab::dist::TimelineEntry> timeline;  ///< the last step's collectives
 };
@@ -250,34 +253,51 @@ struct Trained {
 /// given back after its backward as backward_unit does) on this rank's batch, gradients already
 /// allocated: the peak bytes above the step's start in each phase, the activations and
 /// transients any schedule of the same computation holds.
-std::pair<std::size_t, std::size_t> unsharded_activations(std::size_t layers, int r) {
+/// What one unsharded step holds above its start: the peak of each phase, and the bytes live as
+/// each compute unit starts (forward 0 … L + 1, then backward L + 1 … 0).
+struct Unsharded {
+  std::size_t forward = 0, backward = 0;
+  std::vector<std::size_t> points;
+};
+Unsharded unsharded_activations(std::size_t layers, int r) {
   Quarantine q;
   nn::GPT model(config(layers), kSeed);
   model.zero_grad();
   q.reset_peak();
   const std::size_t start = q.live;
   const Batch b = batch_for(0, r);
+  Unsharded out;
   std::vector<nn::Saved> saved;
-  nn::Tensor logits = model.forward(b.batch, saved);
+  nn::Tensor x;
+  for (std::size_t u = 0; u < model.units(); ++u) {  // as ShardedGPT runs it, unit by unit
+    out.points.push_back(q.live - start);
+    x = model.forward(b.batch, saved, u, u + 1, x);
+  }
   nn::Tensor dlogits;
-  (void)nn::softmax_cross_entropy(logits, b.targets, &dlogits);
-  logits = nn::Tensor();
-  const std::size_t forward = q.peak - start;
+  (void)nn::softmax_cross_entropy(x, b.targets, &dlogits);
+  x = nn::Tensor();
+  out.forward = q.peak - start;
   q.reset_peak();
-  nn::Tensor dy = std::move(dlogits);
-  for (std::size_t u = model.units(); u-- > 0;) {
-    dy = model.backward(b.batch, dy, saved, {}, {}, u, u + 1);
+  nn::Tensor dy;
+  for (std::size_t u = model.units(); u-- > 0;) {  // dlogits stays alive, as the caller of backward keeps it
+    out.points.push_back(q.live - start);
+    dy = model.backward(b.batch, u + 1 == model.units() ? dlogits : dy, saved, {}, {}, u, u + 1);
     saved[u].clear();
   }
-  return {forward, q.peak - start};
+  out.backward = q.peak - start;
+  return out;
 }
 
 Trained train_sharded(Communicator& comm, std::size_t layers, const lab11::FsdpOptions& o,
                       int steps, nn::Device device = nn::Device::kHost) {
   const int w = comm.size(), r = comm.rank();
   Trained t;
-  if (device == nn::Device::kHost)
-    std::tie(t.activations_forward, t.activations_backward) = unsharded_activations(layers, r);
+  if (device == nn::Device::kHost) {
+    const Unsharded base = unsharded_activations(layers, r);
+    t.activations_forward = base.forward;
+    t.activations_backward = base.backward;
+    t.base_points = base.points;
+  }
   Quarantine q;
   nn::GPT model(config(layers), kSeed, device);
   for (nn::Parameter* p : model.parameters())
@@ -293,6 +313,18 @@ Trained train_sharded(Communicator& comm, std::size_t layers, const lab11::FsdpO
     const Batch b = batch_for(static_cast<std::uint64_t>(s), r);
     std::size_t forward = 0;
     const std::size_t spans_before = sharded->spans().size();  // step() would clear them; its phases do not
+    std::vector<std::size_t> points;
+    sharded->watch = [&](std::size_t u, bool backward) {
+      points.push_back(q.live - start);
+      for (lab11::FlatUnit& fu : sharded->units()) {  // every unit buffer must be a tensor the allocator sees
+        for (const nn::Tensor* x : {&fu.full, &fu.full_grad}) {
+          if (x->is_view() && t.not_owned.empty()) {
+            t.not_owned = "unit " + fu.name + "'s " + (x == &fu.full ? "full" : "full_grad") + " views memory it does not own at the start of " +
+                          (backward ? "backward" : "forward") + " of compute unit " + std::to_string(u);
+          }
+        }
+      }
+    };
     learner("step " + std::to_string(s), [&] {
       // ShardedGPT::step's three phases, one by one, so that each phase's peak is its own.
       gpulab::dist::LearnerScope scope;
@@ -312,7 +344,9 @@ Trained train_sharded(Communicator& comm, std::size_t layers, const lab11::FsdpO
     if (s > 0) {
       t.forward_peak = std::max(t.forward_peak, forward);
       t.backward_peak = std::max(t.backward_peak, q.peak - start);
+      t.points = points;
     }
+    sharded->watch = nullptr;
     if (comm.collectives_outstanding() != 0 && t.outstanding.empty()) {
       t.outstanding = std::to_string(comm.collectives_outstanding()) +
                       " collective(s) still in flight after step " + std::to_string(s);
@@ -491,6 +525,28 @@ void check_peaks(const Trained& t, std::size_t layers, const lab11::FsdpOptions&
                             "reduce-scatter before the backward of the block after next (at most two blocks' full gradients alive)"
                           : "give each unit's full gradient back once its reduce-scatter is done, at the latest before the backward of the "
                             "block after next (at most two blocks' full gradients alive)");
+  // The same bounds as each compute unit starts, against the unsharded step at the same point:
+  // there the schedule's buffers are all that differs, so a buffer held one unit too long shows.
+  const std::size_t U = layers + 2;
+  std::string point = "within the bound at every unit's start";
+  if (t.points.size() != 2 * U || t.base_points.size() != 2 * U) {
+    point = std::to_string(t.points.size()) + " compute units measured, want " + std::to_string(2 * U);
+  } else {
+    for (std::size_t i = 0; i < 2 * U; ++i) {
+      const bool backward = i >= U;
+      const std::size_t u = backward ? 2 * U - 1 - i : i, bound = t.base_points[i] + (backward ? bwd : fwd);
+      if (t.points[i] > bound) {
+        point = std::string("at the start of ") + (backward ? "backward" : "forward") + " of compute unit " + std::to_string(u) + ": " +
+                std::to_string(t.points[i]) + " bytes above the step's start, OVER the bound by " + std::to_string(t.points[i] - bound) +
+                " (the unsharded step " + std::to_string(t.base_points[i]) + " + gathered " + std::to_string(backward ? bwd : fwd) + ")";
+        break;
+      }
+    }
+  }
+  check_fact(point == "within the bound at every unit's start" && t.not_owned.empty(), what + ", unit by unit",
+             "rank " + std::to_string(r) + ": " + (t.not_owned.empty() ? point : t.not_owned),
+             "each unit's buffers are nn::Tensors (the allocator must see them); a block's full gradient lives from its backward until the "
+             "backward of the block after next at the latest");
 }
 
 lab11::FsdpOptions zero(int stage, int prefetch = 0, bool bf16 = false) {
