@@ -4,6 +4,7 @@
 /// the same composition of GEMMs and row operations.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -590,6 +591,81 @@ Tensor GPT::decode(KVCache& cache, int token) {
   gemm(a, false, wte, true, logits);
   round_in_place(logits);
   ++cache.length;
+  return logits;
+}
+
+void attend(const float* query, const float* const* keys, const float* const* values, std::size_t n, std::size_t hd, float scale, float* out) {
+  if (n == 0) throw std::invalid_argument("attend: no positions to attend to");
+  std::vector<float> p(n);
+  float top = -std::numeric_limits<float>::infinity();
+  for (std::size_t j = 0; j < n; ++j) {
+    float dot = 0.0f;
+    for (std::size_t c = 0; c < hd; ++c) dot += query[c] * keys[j][c];
+    p[j] = dot * scale;
+    top = std::max(top, p[j]);
+  }
+  float total = 0.0f;
+  for (std::size_t j = 0; j < n; ++j) total += p[j] = std::exp(p[j] - top);
+  const float inverse = 1.0f / total;
+  for (std::size_t c = 0; c < hd; ++c) out[c] = 0.0f;
+  for (std::size_t j = 0; j < n; ++j) {
+    const float w = p[j] * inverse;
+    for (std::size_t c = 0; c < hd; ++c) out[c] += w * values[j][c];
+  }
+}
+
+Tensor GPT::decode_rows(const std::vector<DecodeRow>& rows, KVStore& store) const {
+  if (device_ != Device::kHost) throw std::invalid_argument("GPT::decode_rows: host models only (a KVStore reads host memory)");
+  const std::size_t d = config_.width, n = rows.size();
+  for (const DecodeRow& r : rows) {
+    if (r.position >= config_.context) {
+      throw std::invalid_argument("GPT::decode_rows: position " + std::to_string(r.position) + " of sequence " + std::to_string(r.sequence) +
+                                  " past the context of " + std::to_string(config_.context));
+    }
+    if (r.token < 0 || static_cast<std::size_t>(r.token) >= config_.vocab) {
+      throw std::invalid_argument("GPT::decode_rows: token " + std::to_string(r.token) + " outside the vocabulary");
+    }
+  }
+  const detail::Ops& o = detail::ops_for(device_);
+  std::vector<Tensor> x(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = Tensor::uninitialized(1, d, device_);
+    o.embed(x[i].data(), embedding_.token().value.data(), embedding_.position().value.data() + rows[i].position * d, &rows[i].token, 1, 1, d);
+    round_in_place(x[i]);
+  }
+  Saved scratch;
+  std::vector<Tensor> qkv(n);
+  for (std::size_t l = 0; l < blocks_.size(); ++l) {
+    const Block& b = blocks_[l];
+    const CausalSelfAttention& at = b.attn_;
+    for (std::size_t i = 0; i < n; ++i) {  // every row's key and value first: later rows of a chunk read them
+      qkv[i] = linear(b.ln_1_.forward(x[i], scratch), at.w_attn_, &at.b_attn_);
+      store.append(rows[i], l, qkv[i].data() + d, qkv[i].data() + 2 * d);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      Tensor merged(1, d, device_);  // head h's output at columns h·hd …
+      store.attend(rows[i], l, qkv[i].data(), merged.data());
+      round_in_place(merged);
+      Tensor x1 = linear(merged, at.w_proj_, &at.b_proj_);
+      axpy(1.0f, x[i], x1);
+      round_in_place(x1);
+      const Tensor hidden = linear(b.ln_2_.forward(x1, scratch), b.w_fc_, &b.b_fc_);
+      Tensor g = Tensor::uninitialized(1, 4 * d, device_);
+      o.gelu(g.data(), hidden.data(), hidden.size());
+      round_in_place(g);
+      x[i] = linear(g, b.w_out_, &b.b_out_);
+      axpy(1.0f, x1, x[i]);
+      round_in_place(x[i]);
+    }
+  }
+  Tensor logits = Tensor::uninitialized(n, config_.vocab, device_);
+  const Tensor& wte = embedding_.token().value;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Tensor a = ln_f_.forward(x[i], scratch);
+    Tensor row = Tensor::view(logits.data() + i * config_.vocab, 1, config_.vocab, device_);
+    gemm(a, false, wte, true, row);
+  }
+  round_in_place(logits);
   return logits;
 }
 

@@ -734,6 +734,74 @@ TEST_CASE("GPT decode: each cached step's logits equal the reference's last row 
   CHECK_THROWS_WITH(model.decode(cache, 1), Catch::Contains("whole context"));
 }
 
+namespace {
+/// A KVStore kept in vectors, one row per position: what lab 12's caches are checked against.
+class VectorStore final : public nn::KVStore {
+ public:
+  explicit VectorStore(const nn::GPTConfig& c) : c_(c) {}
+  void append(const nn::DecodeRow& row, std::size_t layer, const float* key, const float* value) override {
+    auto& l = rows_[{row.sequence, layer}];
+    REQUIRE(row.position == l.first.size());
+    l.first.emplace_back(key, key + c_.width);
+    l.second.emplace_back(value, value + c_.width);
+  }
+  void attend(const nn::DecodeRow& row, std::size_t layer, const float* query, float* out) override {
+    const auto& l = rows_.at({row.sequence, layer});
+    const std::size_t hd = c_.width / c_.heads, n = row.position + 1;
+    std::vector<const float*> k(n), v(n);
+    for (std::size_t h = 0; h < c_.heads; ++h) {
+      for (std::size_t j = 0; j < n; ++j) {
+        k[j] = l.first.at(j).data() + h * hd;
+        v[j] = l.second.at(j).data() + h * hd;
+      }
+      nn::attend(query + h * hd, k.data(), v.data(), n, hd, 1.0f / std::sqrt(static_cast<float>(hd)), out + h * hd);
+    }
+  }
+
+ private:
+  nn::GPTConfig c_;
+  std::map<std::pair<std::size_t, std::size_t>, std::pair<std::vector<std::vector<float>>, std::vector<std::vector<float>>>> rows_;
+};
+}  // namespace
+
+TEST_CASE("GPT decode_rows: rows of any batch give the same bits and equal the reference within fp32 rounding", "[cpu]") {
+  const nn::GPTConfig c = config(2, 3, 24, 19, 12);
+  nn::GPT model(c, 8);
+  perturb(model, 9);
+  const std::vector<int> a = random_tokens(12, c.vocab, 10), b = random_tokens(7, c.vocab, 11);
+  // Sequence 0 one row at a time; sequence 1 (a again) as a chunk of 5, then 7 rows mixed with b's.
+  VectorStore single(c), mixed(c);
+  std::vector<float> one;
+  for (std::size_t t = 0; t < a.size(); ++t) {
+    const std::vector<float> row = model.decode_rows({{0, t, a[t]}}, single).to_host();
+    one.insert(one.end(), row.begin(), row.end());
+  }
+  std::vector<nn::DecodeRow> first, second;
+  for (std::size_t t = 0; t < 5; ++t) first.push_back({1, t, a[t]});
+  for (std::size_t t = 0; t < b.size(); ++t) {
+    second.push_back({2, t, b[t]});
+    second.push_back({1, 5 + t, a[5 + t]});
+  }
+  std::vector<float> together = model.decode_rows(first, mixed).to_host();
+  const std::vector<float> rest = model.decode_rows(second, mixed).to_host();
+  for (std::size_t i = 0; i < second.size(); i += 2) {  // sequence 1's rows of the mixed call
+    together.insert(together.end(), rest.begin() + static_cast<long>((i + 1) * c.vocab), rest.begin() + static_cast<long>((i + 2) * c.vocab));
+  }
+  REQUIRE(together.size() == one.size());
+  CHECK(std::memcmp(together.data(), one.data(), one.size() * sizeof(float)) == 0);
+  // Against the whole-sequence forward: the same operations in another order (see decode).
+  std::vector<nn::Saved> saved;
+  const std::vector<float> all = model.forward(nn::TokenBatch{a, nn::Pass{a.size(), 0, false}}, saved).to_host();
+  double worst = 0.0;
+  for (std::size_t i = 0; i < all.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(one[i]) - all[i]));
+  CHECK(worst < 1e-5);
+  CHECK_THROWS_AS(model.decode_rows({{0, c.context, 1}}, single), std::invalid_argument);
+  CHECK_THROWS_AS(model.decode_rows({{0, 12, static_cast<int>(c.vocab)}}, single), std::invalid_argument);
+  const float q[2] = {1.0f, 2.0f};
+  float out[2];
+  CHECK_THROWS_AS(nn::attend(q, nullptr, nullptr, 0, 2, 1.0f, out), std::invalid_argument);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Host and device
 // ---------------------------------------------------------------------------------------------

@@ -260,6 +260,36 @@ struct KVCache {
   std::size_t length = 0;            ///< positions filled
 };
 
+/// One row of GPT::decode_rows: the token at @c position of sequence @c sequence (an id the
+/// caller and its KVStore agree on).
+struct DecodeRow {
+  std::size_t sequence = 0;  ///< which sequence (the store's key)
+  std::size_t position = 0;  ///< where in it, 0-based: the row sees positions 0 … position
+  int token = 0;             ///< the token there
+};
+
+/// Where GPT::decode_rows keeps and reads keys and values (lab 12's caches implement it). Each
+/// layer of a decode_rows call first appends every row's key and value, then asks for every row's
+/// attention: a row may read the keys of earlier rows of the same call (a chunk of a prompt).
+class KVStore {
+ public:
+  virtual ~KVStore() = default;
+  /// Keep @p row's key and value of layer @p layer: heads × hd floats each, head by head (head h
+  /// at h·hd …), host memory valid only during the call.
+  virtual void append(const DecodeRow& row, std::size_t layer, const float* key, const float* value) = 0;
+  /// @p out (heads × hd) = for each head, softmax(q·Kᵀ·scale)·V over the keys and values of
+  /// positions 0 … row.position of row.sequence in layer @p layer (attend() does the arithmetic).
+  virtual void attend(const DecodeRow& row, std::size_t layer, const float* query, float* out) = 0;
+};
+
+/// One head's attention for one query over @p n cached positions whose key and value rows
+/// (@p hd floats each) are at keys[j] and values[j]: s_j = scale·Σ_c q_c·k_jc (c in order),
+/// p_j = exp(s_j − max s) / Σ_j exp(s_j − max s) (j in order), out_c = Σ_j p_j·v_jc (j in order),
+/// in float. Where the rows live is the caller's business: a contiguous cache and a paged one
+/// give the same pointers in the same order and so the same bits. Throws std::invalid_argument
+/// for n = 0.
+void attend(const float* query, const float* const* keys, const float* const* values, std::size_t n, std::size_t hd, float scale, float* out);
+
 /// How generate picks each next token.
 struct Sampling {
   float temperature = 0.0f;  ///< 0: greedy (the argmax, lowest id on a tie); > 0: sample softmax(logits / temperature)
@@ -316,6 +346,12 @@ class GPT {
   /// The logits (1 × vocab) of the next token after the tokens in @p cache plus @p token, which
   /// is appended to it (at position cache.length). An empty cache is made on first use.
   Tensor decode(KVCache& cache, int token);
+  /// The logits (rows × vocab) of the next token after each row, the keys and values kept in and
+  /// read from @p store: serving's step (lab 12). Rows of one sequence come in position order;
+  /// every row is computed on its own (1-row GEMMs), so a row's logits never depend on what else
+  /// is in the batch: batching, chunking and paging cannot change an output. Host models only
+  /// (throws std::invalid_argument on a GPU model, for bad tokens or a position ≥ context).
+  Tensor decode_rows(const std::vector<DecodeRow>& rows, KVStore& store) const;
 
  private:
   GPTConfig config_;
