@@ -422,6 +422,18 @@ inline constexpr int warpSize = 32;
 /// The device math functions that have no C library twin (expf, logf, fmaxf, sqrtf do).
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __expf(float x) { return std::exp(x); }
+/// CUDA's min and max, callable in device code without a namespace (float ones as fminf and
+/// fmaxf, so that no float is ever truncated through an int overload).
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return std::fmin(a, b); }
+inline float max(float a, float b) { return std::fmax(a, b); }
+inline double min(double a, double b) { return std::fmin(a, b); }
+inline double max(double a, double b) { return std::fmax(a, b); }
 
 namespace emu {
 inline unsigned long long warp_values[32][32];  // [warp][lane]: the values a shuffle publishes

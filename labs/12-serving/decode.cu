@@ -1,0 +1,30 @@
+/// @file decode.cu
+/// @brief Lab 12, part 5 — paged decode attention on the GPU: one query per (sequence, head)
+/// against that sequence's fp16 keys and values found through its block table, the positions cut
+/// into ranges (split-K) whose partial softmaxes a second kernel merges by their log-sum-exp.
+/// Read lessons/12-serving.md, section "TODO(12.5)".
+///
+///   decode_ranges   one thread block per (head, sequence, range), 4 warps; a group of hd/8 lanes
+///                   per key, each lane 8 channels (one 16-byte load of K and one of V), the dot
+///                   product summed across the group by shuffles; each group keeps an online
+///                   softmax (m, l, acc) over its keys, merged across groups by shuffles and
+///                   across warps through shared memory; 4 keys per group in flight
+///   merge_ranges    one thread per channel: the ranges' (m, l, acc) weighted by exp(m − max m)
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "decode.hpp"
+#include "gpulab/check.hpp"
+
+namespace lab12 {
+
+// TODO(12.5): Paged decode attention: split-K over the positions, a log-sum-exp merge
+// See lessons/12-serving.md, section "TODO(12.5)".
+void paged_decode_attention(const PagedAttention& a, int splits, float* workspace, cudaStream_t stream) {
+  (void)a; (void)splits; (void)workspace; (void)stream;  // delete once you use them
+}
+
+}  // namespace lab12
