@@ -115,3 +115,19 @@ TEST_CASE("a timeline names in its legend only what it holds numbers micro-batch
   CHECK(sharded.find("numbered by unit") != std::string::npos);
   CHECK(sharded.find(">1</text>") != std::string::npos);
 }
+
+TEST_CASE("the serving chart draws rows and blocks per step for each scheduler", "[cpu]") {
+  const auto card = nlohmann::json::parse(R"({"lab": "12-serving", "checks": [{"name": "a case", "kind": "correctness",
+     "data": {"records": [{"kind": "info", "summary": "x"}, {"kind": "info", "serving": {"title": "a trace <small>", "token_budget": 8,
+       "blocks": 10, "series": [{"name": "yours", "time_s": [0.5, 1.0, 2.0], "rows": [8, 6, 2], "requests": [2, 3, 2], "blocks": [4, 9, 3]},
+                                {"name": "the rules", "time_s": [0.5, 1.5], "rows": [8, 4], "requests": [1, 2], "blocks": [4, 6]}]}}]}}]})");
+  const std::string svg = gpulab::cli::serving_svg(card);
+  REQUIRE(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("</svg>") != std::string::npos);
+  CHECK(svg.find("a trace &lt;small&gt;") != std::string::npos);
+  CHECK(svg.find(">yours<") != std::string::npos);
+  CHECK(svg.find(">the rules<") != std::string::npos);
+  CHECK(svg.find("token budget") != std::string::npos);
+  CHECK(svg.find("blocks in use") != std::string::npos);
+  CHECK(gpulab::cli::serving_svg(nlohmann::json::parse(R"({"checks": []})")).empty());
+}

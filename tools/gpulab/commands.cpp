@@ -28,14 +28,16 @@ bool device_figures(const nlohmann::json& scorecard) {
   return false;
 }
 
-/// Writes ladder.svg, roofline.svg and (distributed training labs) timeline.svg into @p dir; false when there was nothing to draw.
+/// Writes ladder.svg, roofline.svg, (distributed training labs) timeline.svg and (lab 12) serving.svg into @p dir; false when there
+/// was nothing to draw.
 bool write_charts(const nlohmann::json& scorecard, const fs::path& dir) {
   bool any = false;
   const std::vector<std::pair<std::string, std::string>> charts = {
-      {"ladder.svg", ladder_svg(scorecard)}, {"roofline.svg", roofline_svg(scorecard)}, {"timeline.svg", timeline_svg(scorecard)}};
+      {"ladder.svg", ladder_svg(scorecard)}, {"roofline.svg", roofline_svg(scorecard)}, {"timeline.svg", timeline_svg(scorecard)},
+      {"serving.svg", serving_svg(scorecard)}};
   for (const auto& [name, svg] : charts) {
     if (svg.empty()) {
-      if (name == "timeline.svg") continue;  // only the distributed training labs record one
+      if (name == "timeline.svg" || name == "serving.svg") continue;  // only the distributed training labs and lab 12 record one
       if (name == "roofline.svg" && !device_figures(scorecard)) continue;  // a host lab has no roofline to draw
       std::cout << "gpulab: no " << name << ": "
                 << (name == "ladder.svg" ? "no performance check was measured" : "no check records its arithmetic intensity and the device's peak") << '\n';

@@ -7,6 +7,7 @@
 /// - roofline: the checks whose arithmetic intensity is known, under the measured bandwidth slope
 ///   and the device's fp32 peak (log-log).
 /// - timeline: a distributed step's compute and communication per rank (plot_timeline.cpp).
+/// - serving: a scheduler's steps on lab 12's cost model, rows and blocks in use (plot_serving.cpp).
 #pragma once
 
 #include <string>
@@ -22,5 +23,8 @@ std::string roofline_svg(const nlohmann::json& scorecard);
 /// The timeline of one distributed step; "" when no check carries one (a performance record's
 /// "timeline": {"ranks": [[{"what", "start_ms", "end_ms"}, ...], ...]}).
 std::string timeline_svg(const nlohmann::json& scorecard);
+/// The serving chart; "" when no check's records carry one (a record's "serving": {"title",
+/// "token_budget", "blocks", "series": [{"name", "time_s", "rows", "requests", "blocks"}, ...]}).
+std::string serving_svg(const nlohmann::json& scorecard);
 
 }  // namespace gpulab::cli
