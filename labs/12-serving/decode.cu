@@ -8,11 +8,16 @@
 ///                   per key, each lane 8 channels (one 16-byte load of K and one of V), the dot
 ///                   product summed across the group by shuffles; each group keeps an online
 ///                   softmax (m, l, acc) over its keys, merged across groups by shuffles and
-///                   across warps through shared memory; 4 keys per group in flight
+///                   across warps through shared memory. The loads of 4 keys are issued
+///                   unconditionally (a key past the range reads the range's last one and is
+///                   masked out afterwards), kept as raw 16-byte words and converted only when
+///                   used, so that all 8 are in flight at once; hd is a template parameter and the
+///                   block asks for 8 resident blocks per SM (≤ 64 registers)
 ///   merge_ranges    one thread per channel: the ranges' (m, l, acc) weighted by exp(m − max m)
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 

@@ -8,11 +8,16 @@
 ///                   per key, each lane 8 channels (one 16-byte load of K and one of V), the dot
 ///                   product summed across the group by shuffles; each group keeps an online
 ///                   softmax (m, l, acc) over its keys, merged across groups by shuffles and
-///                   across warps through shared memory; 4 keys per group in flight
+///                   across warps through shared memory. The loads of 4 keys are issued
+///                   unconditionally (a key past the range reads the range's last one and is
+///                   masked out afterwards), kept as raw 16-byte words and converted only when
+///                   used, so that all 8 are in flight at once; hd is a template parameter and the
+///                   block asks for 8 resident blocks per SM (≤ 64 registers)
 ///   merge_ranges    one thread per channel: the ranges' (m, l, acc) weighted by exp(m − max m)
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -28,9 +33,8 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kUnroll = 4;  // keys per lane group whose loads are issued before any is used
 constexpr unsigned kFullMask = 0xffffffffu;
 
-/// Eight fp16 values at @p p (16-byte aligned) as floats: one 128-bit load.
-__device__ inline void load8(const __half* p, float (&f)[8]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+/// Eight fp16 values (one 16-byte word) as floats.
+__device__ inline void unpack8(const uint4& raw, float (&f)[8]) {
   const __half2* h = reinterpret_cast<const __half2*>(&raw);
   for (int i = 0; i < 4; ++i) {
     f[2 * i] = __low2float(h[i]);
@@ -49,57 +53,56 @@ __device__ inline void combine(float& m, float& l, float (&acc)[8], float m2, fl
   m = top;
 }
 
-__global__ void __launch_bounds__(kThreads) decode_ranges(PagedAttention a, int splits, float* workspace) {
+template <int HD>
+__global__ void __launch_bounds__(kThreads, 8) decode_ranges(PagedAttention a, int splits, float* workspace) {
+  constexpr int G = HD / 8, per_warp = 32 / G;  // lanes per key, keys per warp at a time
   const int h = blockIdx.x, s = blockIdx.y, r = blockIdx.z;
-  const int hd = a.hd, G = hd / 8, per_warp = 32 / G;  // lanes per key, keys per warp at a time
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = lane / G, part = lane % G;
   const int n = a.lengths[s], chunk = (n + splits - 1) / splits;
   const int begin = min(n, r * chunk), end = min(n, begin + chunk);
-  const std::size_t qh = (static_cast<std::size_t>(s) * a.heads + h) * hd;
+  const std::size_t qh = (static_cast<std::size_t>(s) * a.heads + h) * HD;
 
   float q[8];
   for (int i = 0; i < 8; ++i) q[i] = a.queries[qh + part * 8 + i] * a.scale;
   float m = -INFINITY, l = 0.0f, acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   const int* table = a.tables + static_cast<std::size_t>(s) * a.table_width;
+  const std::size_t head_offset = static_cast<std::size_t>(h) * a.block_size * HD + part * 8;
   const int stride = kWarps * per_warp;  // keys the block covers per unrolled step
 
   // The loop bound depends on the warp only, so every lane takes every shuffle.
   for (int j0 = begin + warp * per_warp; j0 < end; j0 += stride * kUnroll) {
-    float k[kUnroll][8], v[kUnroll][8];
-    bool valid[kUnroll];
-    for (int u = 0; u < kUnroll; ++u) {  // all loads first: several 16-byte reads in flight per lane
-      const int j = j0 + u * stride + group;
-      valid[u] = j < end;
-      if (valid[u]) {
-        const std::size_t row = static_cast<std::size_t>(table[j / a.block_size]) * a.block_stride +
-                                (static_cast<std::size_t>(h) * a.block_size + j % a.block_size) * hd + part * 8;
-        load8(a.keys + row, k[u]);
-        load8(a.values + row, v[u]);
-      }
+    uint4 k[kUnroll], v[kUnroll];
+    for (int u = 0; u < kUnroll; ++u) {  // every load first, none conditional: 8 reads in flight per lane
+      const int j = min(j0 + u * stride + group, end - 1);  // past the range: its last key again, masked below
+      const std::size_t row = static_cast<std::size_t>(table[j / a.block_size]) * a.block_stride + head_offset +
+                              static_cast<std::size_t>(j % a.block_size) * HD;
+      k[u] = *reinterpret_cast<const uint4*>(a.keys + row);
+      v[u] = *reinterpret_cast<const uint4*>(a.values + row);
     }
     for (int u = 0; u < kUnroll; ++u) {
+      float f[8];
+      unpack8(k[u], f);
       float dot = 0.0f;
-      if (valid[u]) {
-        for (int i = 0; i < 8; ++i) dot += q[i] * k[u][i];
-      }
+      for (int i = 0; i < 8; ++i) dot += q[i] * f[i];
       for (int o = G / 2; o > 0; o /= 2) dot += __shfl_xor_sync(kFullMask, dot, o);  // the group's sum
-      if (valid[u]) {  // online softmax: rescale what was summed when the maximum grows
+      if (j0 + u * stride + group < end) {  // online softmax: rescale what was summed when the maximum grows
         const float top = fmaxf(m, dot), c = weight(m, top), p = expf(dot - top);
+        unpack8(v[u], f);
         l = l * c + p;
-        for (int i = 0; i < 8; ++i) acc[i] = acc[i] * c + p * v[u][i];
+        for (int i = 0; i < 8; ++i) acc[i] = acc[i] * c + p * f[i];
         m = top;
       }
     }
   }
   // The warp's groups merged: lanes with the same part hold the same channels.
-  for (int o = G; o < 32; o *= 2) {
+  for (int o = G; o < 32; o *= 2) {  // (none when a group is the whole warp)
     float acc2[8];
     const float m2 = __shfl_xor_sync(kFullMask, m, o), l2 = __shfl_xor_sync(kFullMask, l, o);
     for (int i = 0; i < 8; ++i) acc2[i] = __shfl_xor_sync(kFullMask, acc[i], o);
     combine(m, l, acc, m2, l2, acc2);
   }
   // Then the block's warps, through shared memory.
-  __shared__ float shared_m[kWarps], shared_l[kWarps], shared_acc[kWarps][256];
+  __shared__ float shared_m[kWarps], shared_l[kWarps], shared_acc[kWarps][HD];
   if (group == 0) {
     if (part == 0) {
       shared_m[warp] = m;
@@ -114,7 +117,7 @@ __global__ void __launch_bounds__(kThreads) decode_ranges(PagedAttention a, int 
       for (int i = 0; i < 8; ++i) acc2[i] = shared_acc[w][part * 8 + i];
       combine(m, l, acc, shared_m[w], shared_l[w], acc2);
     }
-    float* record = workspace + ((static_cast<std::size_t>(s) * a.heads + h) * splits + r) * (hd + 2);
+    float* record = workspace + ((static_cast<std::size_t>(s) * a.heads + h) * splits + r) * (HD + 2);
     if (part == 0) {
       record[0] = m;
       record[1] = l;
@@ -148,8 +151,16 @@ void paged_decode_attention(const PagedAttention& a, int splits, float* workspac
   else if (a.sequences < 1 || a.sequences > 65535 || a.heads < 1) why = std::to_string(a.sequences) + " sequences of " + std::to_string(a.heads) + " heads";
   else if (a.block_stride % 8 != 0) why = "block_stride = " + std::to_string(a.block_stride) + " halves (a multiple of 8: rows of 16 bytes)";
   else if (!a.keys || !a.values || !a.queries || !a.tables || !a.lengths || !a.out || !workspace) why = "a null pointer";
+  else if (reinterpret_cast<std::uintptr_t>(a.keys) % 16 != 0 || reinterpret_cast<std::uintptr_t>(a.values) % 16 != 0) why = "keys or values not 16-byte aligned";
   if (!why.empty()) throw std::invalid_argument("paged_decode_attention: " + why);
-  decode_ranges<<<dim3(a.heads, a.sequences, splits), kThreads, 0, stream>>>(a, splits, workspace);
+  const dim3 grid(a.heads, a.sequences, splits);
+  switch (a.hd) {  // one instantiation per head width: the group size and the shuffles known at compile time
+    case 16: decode_ranges<16><<<grid, kThreads, 0, stream>>>(a, splits, workspace); break;
+    case 32: decode_ranges<32><<<grid, kThreads, 0, stream>>>(a, splits, workspace); break;
+    case 64: decode_ranges<64><<<grid, kThreads, 0, stream>>>(a, splits, workspace); break;
+    case 128: decode_ranges<128><<<grid, kThreads, 0, stream>>>(a, splits, workspace); break;
+    default: decode_ranges<256><<<grid, kThreads, 0, stream>>>(a, splits, workspace); break;
+  }
   CUDA_CHECK(cudaGetLastError());
   merge_ranges<<<dim3(a.heads, a.sequences), a.hd, 0, stream>>>(a, splits, workspace);
   CUDA_CHECK(cudaGetLastError());

@@ -33,13 +33,15 @@ std::string id_of(std::size_t id) { return "request " + std::to_string(id); }
 
 void Scheduler::submit(const Request& r) {
   const std::size_t B = manager_.block_size(), total = r.prompt.size() + r.max_new;
+  const std::size_t slots = total - 1, blocks = (slots + B - 1) / B;  // the last token generated never takes a slot
   std::string why;
   if (r.prompt.empty()) why = "an empty prompt";
   else if (r.max_new == 0) why = "max_new is 0: nothing to generate";
   else if (requests_.count(r.id) != 0) why = "the id is taken";
   else if (total > config_.context) why = std::to_string(r.prompt.size()) + " + " + std::to_string(r.max_new) + " tokens, past the context of " + std::to_string(config_.context);
-  else if ((total + B - 1) / B > manager_.blocks()) {
-    why = "it needs " + std::to_string((total + B - 1) / B) + " blocks and the cache has " + std::to_string(manager_.blocks()) + ": it could never finish";
+  else if (blocks > manager_.blocks()) {
+    why = "its " + std::to_string(slots) + " positions need " + std::to_string(blocks) + " blocks and the cache has " + std::to_string(manager_.blocks()) +
+          ": it could never finish";
   }
   if (!why.empty()) throw std::invalid_argument("Scheduler::submit: " + id_of(r.id) + ": " + why);
   for (const int t : r.prompt) {

@@ -26,8 +26,8 @@ namespace lab12 {
 
 /// One layer's paged keys and values and one query per (sequence, head).
 struct PagedAttention {
-  const __half* keys = nullptr;    ///< key of (block b, head h, slot t) at keys[b·block_stride + (h·B + t)·hd], hd halves
-  const __half* values = nullptr;  ///< the same layout for values
+  const __half* keys = nullptr;    ///< key of (block b, head h, slot t) at keys[b·block_stride + (h·B + t)·hd], hd halves; 16-byte aligned
+  const __half* values = nullptr;  ///< the same layout for values; 16-byte aligned
   std::size_t block_stride = 0;    ///< halves from one block to the next (PagedCache: layers·2·heads·B·hd); a multiple of 8
   const float* queries = nullptr;  ///< sequences × heads × hd, fp32
   const int* tables = nullptr;     ///< sequences × table_width block ids, row by row (device memory)
@@ -50,8 +50,9 @@ inline std::size_t decode_workspace_floats(int sequences, int heads, int hd, int
 /// positions cut into @p splits ranges of ⌈length / splits⌉ (the last ones shorter or empty),
 /// each range's (m, l, acc) written to @p workspace (decode_workspace_floats of it), then merged.
 /// Keys and values are fp16, every sum fp32. Throws std::invalid_argument (launching nothing) for
-/// splits < 1, an hd that is not a power of two in [16, 256], B < 1, no sequences or heads, a
-/// block_stride that is not a multiple of 8, or a null pointer.
+/// splits < 1 or above 65535, an hd that is not a power of two in [16, 256], B < 1, no sequences
+/// (or more than 65535) or no heads, a block_stride that is not a multiple of 8, keys or values
+/// not 16-byte aligned, or a null pointer.
 void paged_decode_attention(const PagedAttention& a, int splits, float* workspace, cudaStream_t stream = 0);
 
 }  // namespace lab12

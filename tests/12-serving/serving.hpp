@@ -197,7 +197,9 @@ class PagedCache : public nn::KVStore {
   /// TODO(12.3): in layer 0 the row takes its slot (BlockManager::append with the row's token,
   /// carrying out a copy on write: every layer's first `offset` slots of copy_from into the new
   /// block); every layer then writes its key and value at the slot of row.position, found through
-  /// the block table. row.position must be the next position (std::logic_error otherwise).
+  /// the block table. In layer 0 row.position must be the sequence's length (its next position);
+  /// in later layers a position that has a slot (below the length: layer 0 gave every row of the
+  /// call its slot first). std::logic_error otherwise.
   void append(const nn::DecodeRow& row, std::size_t layer, const float* key, const float* value) override;
   /// TODO(12.3): for each head, nn::attend over positions 0 … row.position, each found through
   /// the block table: the same pointers in the same order as a contiguous cache, so the same
@@ -264,7 +266,8 @@ class Scheduler {
   Scheduler(const SchedulerConfig& config, BlockManager& manager);
   /// TODO(12.4): queues @p request. Throws std::invalid_argument (and queues nothing) for an
   /// empty prompt, a negative token, a repeated id, prompt + max_new above the context, max_new = 0, or a request
-  /// whose prompt + max_new needs more blocks than the cache has (it could never finish).
+  /// whose prompt + max_new − 1 positions (the last token generated never takes a slot) need more
+  /// blocks than the cache has: it could never finish.
   void submit(const Request& request);
   /// TODO(12.4): plans the next step (admissions through BlockManager::add, preemptions through
   /// BlockManager::release). The chunks' new blocks are not taken yet (the cache appends as the

@@ -172,9 +172,9 @@ void check_problem(const Problem& p, int splits, const std::string& what) {
 TEST_CASE("paged_decode_attention refuses what it cannot run", "[cpu][12.5]") {
   lab12::PagedAttention a;
   float dummy = 0.0f;
-  const __half h{};
+  alignas(16) const __half h[8]{};
   const int i = 0;
-  a.keys = a.values = &h;
+  a.keys = a.values = h;
   a.queries = &dummy;
   a.out = &dummy;
   a.tables = a.lengths = &i;
@@ -212,9 +212,12 @@ TEST_CASE("paged_decode_attention refuses what it cannot run", "[cpu][12.5]") {
   b.sequences = 0;
   if (!refused(b, 1, &dummy)) bad.push_back("no sequences");
   if (!refused(a, 1, nullptr)) bad.push_back("no workspace");
+  b = a;
+  b.keys = h + 1;  // 2 bytes off
+  if (!refused(b, 1, &dummy)) bad.push_back("keys 2 bytes off 16");
   std::string list;
   for (const std::string& x : bad) list += (list.empty() ? "" : ", ") + x;
-  check_fact(bad.empty(), "bad arguments throw std::invalid_argument before any launch", bad.empty() ? "all 7 refused" : "not refused: " + list,
+  check_fact(bad.empty(), "bad arguments throw std::invalid_argument before any launch", bad.empty() ? "all 8 refused" : "not refused: " + list,
              "check every argument the header names before launching anything");
 }
 

@@ -706,9 +706,8 @@ TEST_CASE("scheduler: requests that can never run are refused and nothing else i
                                                              {0, tokens(2, 4), 1, 0.0}}) {  // a repeated id
     refused.push_back(error_of([&] { f.scheduler.submit(r); }));
   }
-  lab12::BlockManager small(2, 4);  // 8 positions: a 6 + 4 request could never finish
-  lab12::Scheduler s(lab12::SchedulerConfig{16, 8, 4}, small);
-  refused.push_back(error_of([&] { s.submit({9, tokens(6, 5), 4, 0.0}); }));
+  FakeServer small(2, 4, lab12::SchedulerConfig{16, 8, 4});  // 8 slots: a 6 + 4 request computes 9 positions, never finishes
+  refused.push_back(error_of([&] { small.submit({9, tokens(6, 5), 4, 0.0}); }));
   std::string missing;
   for (std::size_t i = 0; i < refused.size(); ++i) {
     if (refused[i].empty() && missing.empty()) missing = "bad request " + str(i + 1) + " of 5 was accepted";
@@ -722,6 +721,12 @@ TEST_CASE("scheduler: requests that can never run are refused and nothing else i
   for (int i = 0; i < 40 && f.scheduler.busy(); ++i) f.step();
   check_fact(f.scheduler.finished(0) && f.scheduler.finished(5) && f.scheduler.generated(0).size() == 4 && !f.scheduler.busy(),
              "the good requests still finish", "requests 0 and 5: " + str(f.scheduler.generated(0).size()) + " and " + str(f.scheduler.generated(5).size()) + " tokens");
+  // The edge: 6 + 3 computes 8 positions (its last token never takes a slot): 2 blocks, all the cache has.
+  const std::string edge = error_of([&] { small.submit({10, tokens(6, 7), 3, 0.0}); });
+  for (int i = 0; i < 20 && edge.empty() && small.scheduler.busy(); ++i) small.step();
+  check_fact(edge.empty() && small.scheduler.finished(10), "a request that fills the cache exactly is served",
+             !edge.empty() ? "refused: " + edge : "6 + 3 tokens in 2 blocks of 4: " + str(small.scheduler.generated(10).size()) + " of 3 generated",
+             "a request computes prompt + max_new − 1 positions: the last token it generates is never an input");
 }
 
 TEST_CASE("serving a batch of mixed lengths together gives every request the tokens it gets alone", "[cpu][12.1][12.2][12.3][12.4]") {
