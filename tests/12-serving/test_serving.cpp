@@ -1195,6 +1195,47 @@ TEST_CASE("scheduler: every step of two Poisson traces is the rules' decision", 
              "waiting request, only when all it knows fits and fewer than max_running run");
 }
 
+TEST_CASE("scheduler: every step of 80 small crowded traces is the rules' decision", "[cpu][12.4]") {
+  // Small caches, budgets and limits, where chunks are cut, requests preempted and re-admitted
+  // mid-prompt beside younger ones that decode: the corners a long trace rarely reaches.
+  gpulab::Rng rng = gpulab::Rng::for_test("lab12 small traces");
+  const CostModel cost;
+  std::string bad;
+  std::size_t steps = 0, total = 0;
+  for (int k = 0; k < 80 && bad.empty(); ++k) {
+    Trace t;
+    t.B = 4;
+    t.blocks = static_cast<std::size_t>(rng.integer(18, 40));  // a request needs up to 18
+    t.budget = static_cast<std::size_t>(rng.integer(2, 16));
+    t.running = static_cast<std::size_t>(rng.integer(1, 6));
+    double now = 0.0;
+    const std::size_t n = static_cast<std::size_t>(rng.integer(4, 20));
+    std::vector<std::size_t> ids(n);
+    std::iota(ids.begin(), ids.end(), std::size_t{0});
+    std::shuffle(ids.begin(), ids.end(), rng.engine());  // not the arrival order
+    for (std::size_t i = 0; i < n; ++i) {
+      if (rng.integer(0, 3) != 0) now += 0.002 * static_cast<double>(rng.integer(0, 10));  // ties often
+      lab12::Request r;
+      r.id = ids[i];
+      r.prompt.resize(static_cast<std::size_t>(rng.integer(1, 40)));
+      for (std::size_t p = 0; p < r.prompt.size(); ++p) r.prompt[p] = static_cast<int>(100000 * (k + 1) + 1000 * i + p);
+      r.max_new = static_cast<std::size_t>(rng.integer(1, 30));
+      r.arrival = now;
+      t.requests.push_back(r);
+    }
+    const std::string d = first_divergence(t, cost, steps);
+    total += steps;
+    if (!d.empty()) {
+      bad = "trace " + str(static_cast<std::size_t>(k)) + " (" + str(n) + " requests, " + str(t.blocks) + " blocks of 4, a budget of " + str(t.budget) +
+            " rows, at most " + str(t.running) + " running): " + d;
+    }
+  }
+  check_fact(bad.empty(), "your scheduler makes the rules' decision at every step of small crowded traces",
+             bad.empty() ? str(total) + " steps of 80 traces, every chunk and preemption the same" : bad,
+             "running requests strictly oldest first, decode or prefill alike; when not one row fits, preempt the youngest and stop as soon as "
+             "one row fits (then cut the chunk to the free blocks)");
+}
+
 TEST_CASE("scheduler on a Poisson trace under the cost model: throughput and time to first token against the rules' policy", "[cpu][12.4]") {
   const Trace t = poisson_trace();
   const CostModel cost;
