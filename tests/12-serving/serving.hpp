@@ -1,6 +1,7 @@
 /// @file serving.hpp
 /// @brief Lab 12 — inference serving: the functions you implement in labs/12-serving/
-/// (cache.cpp, blocks.cpp, scheduler.cpp). Read lessons/12-serving.md.
+/// (cache.cpp, blocks.cpp, scheduler.cpp; the GPU kernel of part 5, decode.cu, has its own header,
+/// decode.hpp). Read lessons/12-serving.md.
 ///
 /// This header belongs to the tests: do not change it. One gpulab::nn::GPT
 /// (common/include/gpulab/nn_gpt.hpp) serves many requests at once. GPT::decode_rows runs a batch

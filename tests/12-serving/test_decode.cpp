@@ -130,29 +130,42 @@ Expected expected_attention(const Problem& p) {
   return e;
 }
 
+/// @p p on the device, its output and the workspace of @p splits ranges poisoned with NaN (a
+/// range's record must be written even when it holds no position), and the kernel's arguments.
+struct OnDevice {
+  DeviceBuffer<__half> pool;
+  DeviceBuffer<float> queries, out;
+  DeviceBuffer<int> tables, lengths;
+  DeviceBuffer<float> workspace;
+  lab12::PagedAttention a;
+  OnDevice(const Problem& p, int splits)
+      : pool(p.pool), queries(p.queries), out(p.queries.size()), tables(p.tables), lengths(p.lengths),
+        workspace(lab12::decode_workspace_floats(static_cast<int>(p.lengths.size()), p.heads, p.hd, splits)) {
+    out.fill(kNaN);
+    workspace.fill(kNaN);
+    a.keys = pool.data() + p.offset(0);
+    a.values = pool.data() + p.offset(1);
+    a.block_stride = p.block_stride();
+    a.queries = queries.data();
+    a.tables = tables.data();
+    a.lengths = lengths.data();
+    a.out = out.data();
+    a.sequences = static_cast<int>(p.lengths.size());
+    a.heads = p.heads;
+    a.hd = p.hd;
+    a.block_size = p.B;
+    a.table_width = p.table_width;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(p.hd));
+  }
+};
+
 /// Runs the learner's kernel on @p p with @p splits ranges; checks values, guards, inputs.
 void check_problem(const Problem& p, int splits, const std::string& what) {
-  DeviceBuffer<__half> pool(p.pool);
-  DeviceBuffer<float> queries(p.queries), out(p.queries.size());
-  DeviceBuffer<int> tables(p.tables), lengths(p.lengths);
-  DeviceBuffer<float> workspace(lab12::decode_workspace_floats(static_cast<int>(p.lengths.size()), p.heads, p.hd, splits));
-  out.fill(kNaN);
-  workspace.fill(kNaN);  // a range's record must be written even when it holds no position
-  lab12::PagedAttention a;
-  a.keys = pool.data() + p.offset(0);
-  a.values = pool.data() + p.offset(1);
-  a.block_stride = p.block_stride();
-  a.queries = queries.data();
-  a.tables = tables.data();
-  a.lengths = lengths.data();
-  a.out = out.data();
-  a.sequences = static_cast<int>(p.lengths.size());
-  a.heads = p.heads;
-  a.hd = p.hd;
-  a.block_size = p.B;
-  a.table_width = p.table_width;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(p.hd));
-  lab12::paged_decode_attention(a, splits, workspace.data(), nullptr);
+  OnDevice d(p, splits);
+  DeviceBuffer<__half>& pool = d.pool;
+  DeviceBuffer<float>&queries = d.queries, &out = d.out, &workspace = d.workspace;
+  DeviceBuffer<int>&tables = d.tables, &lengths = d.lengths;
+  lab12::paged_decode_attention(d.a, splits, workspace.data(), nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   const Expected e = expected_attention(p);
   check_within(out.download(), e.value, e.bound, what,
@@ -195,26 +208,22 @@ TEST_CASE("paged_decode_attention refuses what it cannot run", "[cpu][12.5]") {
     }
     return false;
   };
-  lab12::PagedAttention b = a;
+  using Change = void (*)(lab12::PagedAttention&, const __half*);
+  const std::vector<std::pair<const char*, Change>> changes = {
+      {"hd = 48", [](lab12::PagedAttention& x, const __half*) { x.hd = 48; }},
+      {"hd = 8", [](lab12::PagedAttention& x, const __half*) { x.hd = 8; }},
+      {"B = 0", [](lab12::PagedAttention& x, const __half*) { x.block_size = 0; }},
+      {"block_stride = 500", [](lab12::PagedAttention& x, const __half*) { x.block_stride = 500; }},
+      {"no sequences", [](lab12::PagedAttention& x, const __half*) { x.sequences = 0; }},
+      {"keys 2 bytes off 16", [](lab12::PagedAttention& x, const __half* aligned) { x.keys = aligned + 1; }},
+  };
+  for (const auto& [name, change] : changes) {
+    lab12::PagedAttention b = a;
+    change(b, h);
+    if (!refused(b, 1, &dummy)) bad.push_back(name);
+  }
   if (!refused(a, 0, &dummy)) bad.push_back("splits = 0");
-  b.hd = 48;
-  if (!refused(b, 1, &dummy)) bad.push_back("hd = 48");
-  b = a;
-  b.hd = 8;
-  if (!refused(b, 1, &dummy)) bad.push_back("hd = 8");
-  b = a;
-  b.block_size = 0;
-  if (!refused(b, 1, &dummy)) bad.push_back("B = 0");
-  b = a;
-  b.block_stride = 500;
-  if (!refused(b, 1, &dummy)) bad.push_back("block_stride = 500");
-  b = a;
-  b.sequences = 0;
-  if (!refused(b, 1, &dummy)) bad.push_back("no sequences");
   if (!refused(a, 1, nullptr)) bad.push_back("no workspace");
-  b = a;
-  b.keys = h + 1;  // 2 bytes off
-  if (!refused(b, 1, &dummy)) bad.push_back("keys 2 bytes off 16");
   std::string list;
   for (const std::string& x : bad) list += (list.empty() ? "" : ", ") + x;
   check_fact(bad.empty(), "bad arguments throw std::invalid_argument before any launch", bad.empty() ? "all 8 refused" : "not refused: " + list,
@@ -244,25 +253,9 @@ TEST_CASE("paged decode attention bandwidth", "[gpu][perf][12.5]") {
   const bool small = gpulab::testing::small_run();
   const int S = small ? 4 : 32, H = 8, hd = 128, B = 16, n = small ? 256 : 2048, splits = 4;
   const Problem p = make_problem(std::vector<int>(static_cast<std::size_t>(S), n), H, hd, B, 77);
-  DeviceBuffer<__half> pool(p.pool);
-  DeviceBuffer<float> queries(p.queries), out(p.queries.size());
-  DeviceBuffer<int> tables(p.tables), lengths(p.lengths);
-  DeviceBuffer<float> workspace(lab12::decode_workspace_floats(S, H, hd, splits));
-  lab12::PagedAttention a;
-  a.keys = pool.data() + p.offset(0);
-  a.values = pool.data() + p.offset(1);
-  a.block_stride = p.block_stride();
-  a.queries = queries.data();
-  a.tables = tables.data();
-  a.lengths = lengths.data();
-  a.out = out.data();
-  a.sequences = S;
-  a.heads = H;
-  a.hd = hd;
-  a.block_size = B;
-  a.table_width = p.table_width;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  out.fill(kNaN);
+  OnDevice d(p, splits);
+  const lab12::PagedAttention& a = d.a;
+  DeviceBuffer<float>&out = d.out, &workspace = d.workspace;
   lab12::paged_decode_attention(a, splits, workspace.data(), nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   // Verified before timing: the first and the last sequence, all heads.
