@@ -3,7 +3,10 @@
 /// wrappers that make direct MPI collectives visible.
 #include "gpulab/dist.hpp"
 
+#include <time.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -255,7 +258,7 @@ class MpiCommunicator final : public Communicator {
 
   void complete(Request& request) override {
     MPI_Status status;
-    MPI_CHECK(MPI_Wait(&request.mpi, &status));
+    detail::wait_request(request.mpi, &status, MPI_Test, MPI_Wait);
     request.pending = false;
     if (request.on_complete) request.on_complete();
   }
@@ -368,3 +371,38 @@ int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatyp
 }
 
 }  // extern "C"
+
+namespace gpulab::dist::detail {
+
+WaitMode wait_mode() {
+  static const WaitMode mode = [] {
+    const char* v = std::getenv("GPULAB_DIST_WAIT");
+    if (v == nullptr || std::string(v).empty() || std::string(v) == "backoff") return WaitMode::kBackoff;
+    if (std::string(v) == "spin") return WaitMode::kSpin;
+    throw std::invalid_argument("GPULAB_DIST_WAIT must be backoff or spin, not " + std::string(v));
+  }();
+  return mode;
+}
+
+void wait_request(MPI_Request& request, MPI_Status* status, int (*test)(MPI_Request*, int*, MPI_Status*), int (*wait)(MPI_Request*, MPI_Status*)) {
+  if (wait_mode() == WaitMode::kSpin) {
+    MPI_CHECK(wait(&request, status));
+    return;
+  }
+  using clock = std::chrono::steady_clock;
+  static const long spin_us = [] {
+    const char* v = std::getenv("GPULAB_DIST_SPIN_US");
+    return v != nullptr && *v != '\0' ? std::stol(v) : 300L;
+  }();
+  const auto spin_until = clock::now() + std::chrono::microseconds(spin_us);
+  for (int done = 0;;) {
+    MPI_CHECK(test(&request, &done, status));
+    if (done) return;
+    if (clock::now() >= spin_until) {
+      const timespec nap{0, 1000};  // asks for 1 µs; the kernel's timer slack makes it ~50-60
+      nanosleep(&nap, nullptr);
+    }
+  }
+}
+
+}  // namespace gpulab::dist::detail

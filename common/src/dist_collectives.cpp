@@ -138,7 +138,7 @@ void Communicator::advance(bool block) {
       // Blocking: on the first operation in flight, which nothing holds back (every earlier one
       // has finished or has just started its second phase above).
       if (block) {
-        MPI_CHECK(PMPI_Wait(&op.request, MPI_STATUS_IGNORE));
+        detail::wait_request(op.request, MPI_STATUS_IGNORE, PMPI_Test, PMPI_Wait);
         done = 1;
         block = false;
       } else {

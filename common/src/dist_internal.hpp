@@ -6,6 +6,8 @@
 #include <memory>
 #include <vector>
 
+#include <mpi.h>
+
 #include "gpulab/dist.hpp"
 
 namespace gpulab::dist {
@@ -31,6 +33,18 @@ struct Communicator::Op {
 }  // namespace gpulab::dist
 
 namespace gpulab::dist::detail {
+
+/// How a blocking wait waits (GPULAB_DIST_WAIT): kBackoff (the default) polls the request,
+/// spinning for its first 300 µs (GPULAB_DIST_SPIN_US), then sleeping between polls (about 60 µs each: nanosleep's
+/// timer slack); kSpin is MPI_Wait's busy polling. OpenMPI's shared-memory transport makes no
+/// progress unless a rank calls into MPI, so MPI_Wait spins; on a machine with more runnable
+/// processes than cores, the spinning rank burns the time slices its peer needs to send what it
+/// waits for, while a rank asleep in a socket (gloo) wakes first when its data arrives.
+enum class WaitMode { kBackoff, kSpin };
+WaitMode wait_mode();
+/// Waits for @p request through @p test (MPI_Test or PMPI_Test), as wait_mode() says.
+void wait_request(MPI_Request& request, MPI_Status* status, int (*test)(MPI_Request*, int*, MPI_Status*),
+                  int (*wait)(MPI_Request*, MPI_Status*));
 
 /// kMpiStaging, kCudaIpc or kNccl; throws where the backend is not available.
 std::unique_ptr<Communicator> create_device_communicator(Backend backend, MPI_Comm comm);

@@ -172,6 +172,38 @@ std::vector<std::size_t> collective_counts(int w) {
 
 }  // namespace
 
+TEST_CASE("a wait past the spin window sleeps between polls and still gets a late message and a late all-reduce", "[cpu]") {
+  // The blocking waits poll, then sleep between polls once 300 µs have passed (GPULAB_DIST_WAIT,
+  // dist_internal.hpp): the sender here starts 20 ms late, so every receiver's wait goes through
+  // the sleeping part; the message and the all-reduce must still arrive whole, and without a
+  // sleep's worth of lateness piling up (well under 20 ms + 50 ms).
+  auto comm = Communicator::create(Backend::kMpi);
+  const int w = comm->size(), r = comm->rank(), next = (r + 1) % w, prev = (r + w - 1) % w;
+  std::vector<float> out(70000), in(70000, -1.0f);
+  std::iota(out.begin(), out.end(), static_cast<float>(r));
+  auto late = [&] {
+    const double until = gpulab::dist::now() + 0.02;
+    while (gpulab::dist::now() < until) {
+    }
+  };
+  comm->barrier();
+  const double t0 = gpulab::dist::now();
+  auto receive = comm->irecv(in.data(), in.size(), prev);
+  if (r % 2 == 0) late();  // even ranks send late: the odd ranks' receives wait
+  auto send = comm->isend(out.data(), out.size(), next);
+  comm->wait(receive);
+  comm->wait(send);
+  const double waited = gpulab::dist::now() - t0;
+  CHECK(in.front() == static_cast<float>(prev));
+  CHECK(in.back() == static_cast<float>(prev + 69999));
+  CHECK(waited < 0.07);
+  std::vector<float> data = contribution(r, 4096, 1);
+  auto request = comm->iallreduce_sum(data.data(), data.size(), "late");
+  if (r == 0) late();
+  comm->wait(request);
+  CHECK(data == rank_order_sum(w, 4096, 1));
+}
+
 TEST_CASE("iallreduce_sum equals the rank-order sum bit for bit on every rank", "[cpu]") {
   auto comm = Communicator::create(Backend::kMpi);
   const int w = comm->size(), r = comm->rank();
