@@ -37,6 +37,10 @@ Command grade_command(CLI::App& app, const cli::Paths& paths) {
   auto* cmd = app.add_subcommand("grade", "build and grade a lab; exit 0 pass, 1 fail, 2 could not run here");
   grade_flags(cmd, o);
   cmd->add_option("--json", o.json_path, "also write the scorecard as JSON to this file");
+  auto* format = cmd->add_option("--format", o.format, "also write the points (lab.json \"points\") as gradescope (results.json) or junit (XML), to --out")
+                     ->check(CLI::IsMember({"gradescope", "junit"}));
+  cmd->add_option("--out", o.out_path, "the file --format writes")->needs(format);
+  format->needs(cmd->get_option("--out"));
   auto* seed_opt = cmd->add_option("--seed", seed, "random seed for the test data (printed by every run)");
   cmd->add_option("--rounds", o.rounds, "performance: " + cli::describe_rules(cli::VerdictRules{}))->check(CLI::Range(1, 50));
   cmd->add_option("--max-rounds", o.max_rounds, "performance: at most this many rounds")->check(CLI::Range(1, 100));

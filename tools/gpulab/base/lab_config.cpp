@@ -187,11 +187,49 @@ const Variant* BuildInfo::variant(const std::string& name) const {
   return it == variants.end() ? nullptr : &it->second;
 }
 
+namespace {
+
+std::string visibility_of(const json& object, const std::string& fallback, const std::string& where) {
+  const std::string v = get<std::string>(object, "visibility", fallback, where);
+  if (v != "visible" && v != "hidden" && v != "after_due_date" && v != "after_published" && !(v.empty() && fallback.empty())) {
+    throw ConfigError(where + ": \"visibility\" must be visible, hidden, after_due_date or after_published, not \"" + v + "\"");
+  }
+  return v;
+}
+
+double non_negative(const json& object, const std::string& key, double fallback, const std::string& where) {
+  const double v = get<double>(object, key, fallback, where);
+  if (!(v >= 0.0)) throw ConfigError(where + ": \"" + key + "\" must be 0 or more");
+  return v;
+}
+
+}  // namespace
+
+Points parse_points(const json& j, const std::string& where) {
+  if (!j.is_object()) throw ConfigError(where + ": must be an object");
+  only_keys(j, {"correctness", "performance", "performance_floor", "visibility", "cases"}, where);
+  Points p;
+  p.correctness = non_negative(j, "correctness", p.correctness, where);
+  p.performance = non_negative(j, "performance", p.performance, where);
+  p.performance_floor = get<double>(j, "performance_floor", p.performance_floor, where);
+  if (!(p.performance_floor >= 0.0 && p.performance_floor < 1.0)) throw ConfigError(where + ": \"performance_floor\" must be in [0, 1)");
+  p.visibility = visibility_of(j, p.visibility, where);
+  const json cases = get<json>(j, "cases", json::object(), where);
+  if (!cases.is_object()) throw ConfigError(where + ": \"cases\" must be an object (case name -> points, visibility)");
+  for (const auto& [name, c] : cases.items()) {
+    const std::string w = where + ".cases." + name;
+    if (!c.is_object()) throw ConfigError(w + ": must be an object");
+    only_keys(c, {"points", "visibility"}, w);
+    p.cases[name] = {c.contains("points") ? non_negative(c, "points", 0.0, w) : -1.0, visibility_of(c, "", w)};
+  }
+  return p;
+}
+
 LabConfig parse_lab_json(const std::string& text, const std::string& where) {
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) throw ConfigError(where + ": not valid JSON");
   only_keys(j, {"title", "sources", "timeout_s", "mpi_ranks", "perf_ranks", "forbidden_symbols", "performance", "profile", "hints",
-                "todo_hints", "parts", "build", "gpu_check"},
+                "todo_hints", "parts", "build", "gpu_check", "points"},
             where);
   LabConfig lab;
   lab.title = get<std::string>(j, "title", "", where);
@@ -231,6 +269,7 @@ LabConfig parse_lab_json(const std::string& text, const std::string& where) {
       throw ConfigError(w + ": \"min_fraction_of_link\" needs \"link_gate_max_nodes\" >= 2 (the most nodes it is judged at)");
     }
   }
+  if (j.contains("points")) lab.points = parse_points(j["points"], where + " points");
   const json profile = get<json>(j, "profile", json::array(), where);
   if (!profile.is_array()) throw ConfigError(where + ": \"profile\" must be a list");
   for (const json& p : profile) {

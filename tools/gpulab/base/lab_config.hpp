@@ -68,6 +68,24 @@ struct PerfSpec {
   bool target_measured = true;
 };
 
+/// How a grade turns into points (lab.json "points", every key optional; grade/points.hpp applies
+/// it): each correctness, structure or sanitizer check is worth `correctness`, each performance
+/// check `performance`, earned in full at its threshold, not at all at `performance_floor` × the
+/// threshold or below, linearly between; `cases` overrides a case's points or visibility (by the
+/// case's name, every width W of it). Visibility is Gradescope's: visible, hidden, after_due_date,
+/// after_published.
+struct CasePoints {
+  double points = -1.0;    ///< < 0: the kind's default
+  std::string visibility;  ///< "": the lab's
+};
+struct Points {
+  double correctness = 1.0;
+  double performance = 2.0;
+  double performance_floor = 0.5;
+  std::string visibility = "visible";
+  std::map<std::string, CasePoints> cases;
+};
+
 /// Library code the learner's objects may not contain (found with nm).
 struct ForbiddenSymbols {
   std::vector<std::string> called;      ///< undefined symbols containing one of these (a call into a library)
@@ -163,6 +181,7 @@ struct LabConfig {
   std::vector<LabPart> parts;  ///< empty: the lab is graded whole
   LabTargets targets;          ///< how the build makes it (lab.json)
   GpuCheck gpu_check;          ///< its part of the GPU proof (lab.json)
+  Points points;               ///< how a grade turns into points (lab.json "points")
   BuildInfo build;             ///< what the build made (labinfo)
 
   bool distributed() const { return !mpi_ranks.empty(); }
@@ -172,6 +191,8 @@ struct LabConfig {
 
 /// Parses lab.json text (@p where names it in errors). Checks keys and types, not the tree.
 LabConfig parse_lab_json(const std::string& text, const std::string& where);
+/// lab.json's "points" object (@p where names it in errors); throws ConfigError.
+Points parse_points(const nlohmann::json& points, const std::string& where);
 /// Parses labinfo JSON text.
 BuildInfo parse_labinfo(const std::string& text, const std::string& where);
 

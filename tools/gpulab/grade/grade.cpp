@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -14,6 +15,7 @@
 
 #include "grade/build.hpp"
 #include "grade/grade_stages.hpp"
+#include "grade/points.hpp"
 #include "run/cluster.hpp"
 #include "run/mpi.hpp"
 
@@ -198,6 +200,7 @@ nlohmann::json GradeResult::to_json() const {
 }
 
 GradeResult grade(const Paths& paths, const GradeOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
   GradeResult result{1, "", "", 0, Scorecard(options.quiet), "", {}};
   result.card.set_verbose(options.verbose);
   const std::optional<LabConfig> lab = find_lab(paths, options.lab);
@@ -256,7 +259,19 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
   }
   result.exit_code = result.card.exit_code();
   result.card.print_summary(result.not_run_reason);
-  if (!options.json_path.empty()) write_text(options.json_path, result.to_json().dump(2) + "\n");
+  const nlohmann::json card = result.to_json();
+  if (!options.json_path.empty()) write_text(options.json_path, card.dump(2) + "\n");
+  // Points (lab.json "points"; grade/points.hpp), and the formats courses read.
+  const PointsResult points = score_scorecard(card, lab->points);
+  std::cout << "  points: " << points.score << " of " << points.max_score
+            << (points.integrity_failed ? " (the integrity check failed: no check earns points)" : "")
+            << "  (lab.json \"points\"; --format gradescope|junit --out FILE writes them)\n";
+  if (options.format == "gradescope") {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    write_text(options.out_path, gradescope_results(card, points, seconds).dump(2) + "\n");
+  } else if (options.format == "junit") {
+    write_text(options.out_path, junit_report(card, points));
+  }
   return result;
 }
 

@@ -33,6 +33,8 @@ struct GradeOptions {
   std::string submission;          ///< a folder with the lab's file names; "" = labs/NN-slug
   bool solutions = false;          ///< grade the reference (instructor)
   std::string json_path;           ///< write the scorecard as JSON here
+  std::string format;              ///< "gradescope" or "junit": also write the points in that format to out_path
+  std::string out_path;            ///< where --format writes
   std::optional<std::uint64_t> seed;
   int rounds = 3;                  ///< performance: at least this many learner/reference alternations
   int max_rounds = 10;             ///< and at most this many (more while noisy or near the threshold)
