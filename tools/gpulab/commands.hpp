@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "author/grade_class.hpp"
 #include "author/selftest.hpp"
 #include "grade/emulation.hpp"
 #include "grade/grade.hpp"

@@ -86,6 +86,16 @@ Command selftest_command(CLI::App& app, const cli::Paths& paths) {
           }};
 }
 
+Command grade_class_command(CLI::App& app, const cli::Paths& paths) {
+  static cli::ClassOptions o;
+  auto* cmd = app.add_subcommand("grade-class", "instructors: grade a folder of submissions (folders, .zip, .tar.gz) into a gradebook and a leaderboard");
+  cmd->add_option("lab", o.lab, "lab number (08) or folder name")->required();
+  cmd->add_option("submissions", o.submissions, "the folder of submissions, one per student (named after the student)")->required();
+  cmd->add_option("--out", o.out, "where the results go (default build/class/NN-slug)");
+  cmd->add_option("--timeout", o.timeout_s, "seconds per student's grade (default 3600)")->check(CLI::PositiveNumber);
+  return {cmd, [&paths] { return cli::grade_class(paths, o); }};
+}
+
 Command sync_command(CLI::App& app, const cli::Paths& paths) {
   static bool check = false, force = false;
   auto* cmd = app.add_subcommand("sync", "write labs/ from solutions/ (instructors); never over your changes");
@@ -189,7 +199,7 @@ int main(int argc, char** argv) {
       {app.add_subcommand("list", "the labs, their lessons and how to grade them"), [&] { return cli::list_labs(paths); }},
       {app.add_subcommand("next", "the next lab to work on, and how"), [&] { return cli::next_lab(paths); }},
       {app.add_subcommand("docs", "build the docs site (Doxygen: the API of common/ and the lessons)"), [&] { return cli::docs_command(paths); }},
-      grade_command(app, paths), emulate_command(app, paths), selftest_command(app, paths), sync_command(app, paths),
+      grade_command(app, paths), emulate_command(app, paths), selftest_command(app, paths), grade_class_command(app, paths), sync_command(app, paths),
       hint_command(app, paths), watch_command(app, paths), cluster_command(app, paths), plot_command(app), summary_command(app)};
   internal_commands(app, commands);
   auto* gpu_plan = app.add_subcommand("gpu-plan", "the GPU proof's grades from every lab.json (used by scripts/gpu-check)");

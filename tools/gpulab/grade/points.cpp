@@ -32,6 +32,8 @@ std::string format_points(double v) {
   return b;
 }
 
+}  // namespace
+
 std::string xml_escape(const std::string& s) {
   std::string out;
   for (const char c : s) {
@@ -52,8 +54,6 @@ std::string xml_escape(const std::string& s) {
   }
   return out;
 }
-
-}  // namespace
 
 PointsResult score_scorecard(const json& scorecard, const Points& rule) {
   PointsResult r;

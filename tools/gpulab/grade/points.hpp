@@ -47,6 +47,10 @@ PointsResult score_scorecard(const nlohmann::json& scorecard, const Points& rule
 /// score, max_score, status passed/failed, output, visibility), leaderboard[] (name, value, order).
 nlohmann::json gradescope_results(const nlohmann::json& scorecard, const PointsResult& points, double execution_time_s);
 
+/// @p text for XML or HTML text and attributes: &, <, >, " and ' escaped, control characters but
+/// tab and newlines made spaces.
+std::string xml_escape(const std::string& text);
+
 /// A JUnit XML report: one <testsuite> for the lab, a <testcase> per scored check, <failure> for a
 /// failed one, <skipped> for one not run here.
 std::string junit_report(const nlohmann::json& scorecard, const PointsResult& points);

@@ -1,6 +1,9 @@
 /// @file stage_integrity.cpp
 /// @brief The learner's processes under guard (LearnerRuns) and the integrity stage: the grader's files and the learner's trees unchanged by grading.
 #include "grade/build.hpp"
+#include <cstdlib>
+#include <sstream>
+
 #include "grade/grade_stages.hpp"
 
 namespace gpulab::cli {
@@ -62,6 +65,13 @@ void LearnerRuns::arm(const GradeInputs& in) {
     box.hide.push_back(p.string());
   }
   if (in.sources == Sources::kSubmission) box.hide.push_back(in.compiled_dir.string());
+  // grade-class: the class's other submissions and results (a colon-separated list of folders).
+  if (const char* more = std::getenv("GPULAB_SANDBOX_HIDE")) {
+    std::istringstream list(more);
+    for (std::string p; std::getline(list, p, ':');) {
+      if (!p.empty() && fs::path(p).is_absolute()) box.hide.push_back(p);
+    }
+  }
   confine_.sandbox = box;
 }
 
