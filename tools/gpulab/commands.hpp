@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "author/bundle.hpp"
 #include "author/grade_class.hpp"
 #include "author/selftest.hpp"
 #include "grade/emulation.hpp"

@@ -96,6 +96,15 @@ Command grade_class_command(CLI::App& app, const cli::Paths& paths) {
   return {cmd, [&paths] { return cli::grade_class(paths, o); }};
 }
 
+Command bundle_command(CLI::App& app, const cli::Paths& paths) {
+  static cli::BundleOptions o;
+  auto* cmd = app.add_subcommand("bundle", "instructors: a lab's autograder for Gradescope (setup.sh, run_autograder, the course at HEAD)");
+  cmd->add_option("lab", o.lab, "lab number (08) or folder name")->required();
+  cmd->add_option("--for", o.platform, "the platform (gradescope)")->check(CLI::IsMember({"gradescope"}));
+  cmd->add_option("--out", o.out, "where it goes (default build/bundle/NN-slug)");
+  return {cmd, [&paths] { return cli::make_bundle(paths, o); }};
+}
+
 Command sync_command(CLI::App& app, const cli::Paths& paths) {
   static bool check = false, force = false;
   auto* cmd = app.add_subcommand("sync", "write labs/ from solutions/ (instructors); never over your changes");
@@ -199,7 +208,7 @@ int main(int argc, char** argv) {
       {app.add_subcommand("list", "the labs, their lessons and how to grade them"), [&] { return cli::list_labs(paths); }},
       {app.add_subcommand("next", "the next lab to work on, and how"), [&] { return cli::next_lab(paths); }},
       {app.add_subcommand("docs", "build the docs site (Doxygen: the API of common/ and the lessons)"), [&] { return cli::docs_command(paths); }},
-      grade_command(app, paths), emulate_command(app, paths), selftest_command(app, paths), grade_class_command(app, paths), sync_command(app, paths),
+      grade_command(app, paths), emulate_command(app, paths), selftest_command(app, paths), grade_class_command(app, paths), bundle_command(app, paths), sync_command(app, paths),
       hint_command(app, paths), watch_command(app, paths), cluster_command(app, paths), plot_command(app), summary_command(app)};
   internal_commands(app, commands);
   auto* gpu_plan = app.add_subcommand("gpu-plan", "the GPU proof's grades from every lab.json (used by scripts/gpu-check)");
