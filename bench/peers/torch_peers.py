@@ -6,26 +6,31 @@ same configuration (bench/peers.json), on the CPU, one thread per process.
     torch_peers.py ddp                  the same on W gloo processes: compute-only, DDP, no_sync,
                                         ZeRO-1 (ZeroRedundancyOptimizer with AdamW), local AdamW
     torch_peers.py allreduce            torch.distributed.all_reduce on gloo at the config's sizes
-    torch_peers.py check DIR [--perturb REL]
-                                        gpulab's exported gradients (DIR/mlp.*, DIR/ddp.*) and
-                                        PyTorch's own, each against float64 within a bound derived
-                                        from the arithmetic (below); exit 1 if any is outside
+    torch_peers.py check DIR [--perturb REL [--perturb-array NAME]]
+                                        gpulab's exported step (DIR/mlp.*, DIR/ddp.*) checked op
+                                        by op against float64, and end to end beside PyTorch's
+                                        float64 autograd and its own fp32 (below); exit 1 if any
+                                        check fails
 
 Each timing line has the key=value form of gpulab's bench programs. A benchmark only: nothing in
 the build or the tests imports torch.
 
-The gradient bound (first order, in the manner of Higham, "Accuracy and Stability of Numerical
-Algorithms", 2nd ed., §3.1-3.5: a sum of K products computed in fp32 is within
-gamma_K = K·u·sum|terms| of the exact sum, u = 2^-24). Carried through the network with absolute
-values: Zabs_l = Zabs_(l-1)·|W_l| + |b_l| (Zabs_0 = |x|) bounds every pre-activation and
-activation, and the computed z_l is within eps_l·Zabs_l, eps_l = eps_(l-1) + (K_l + 2)u. Backward,
-Dabs (the upstream gradient with every ReLU passing, (softmax + one-hot)/N at the top) bounds
-|dy|, and its error envelope Derr grows by Derr·|W|ᵀ + (K + 2)u·Dabs·|W|ᵀ per layer, starting from
-what the logits' error does to softmax (at most 2·max|Δlogit| per sample, over N). A weight
-gradient Aᵀ·dy is then within (eps·Zabs)ᵀ·Dabs + Zabsᵀ·Derr + (N + W + 4)u·Zabsᵀ·Dabs of the
-exact one; the check allows twice that (second-order terms). A ReLU whose input lies within its
-own error of 0 may switch between the two computations: such units are counted, and their whole
-effect (Dabs there, carried down) is added to the bound.
+The checks (first-order rounding analysis in the manner of Higham, "Accuracy and Stability of
+Numerical Algorithms", 2nd ed., §3.1-3.5: a sum of K products computed in fp32 is within
+gamma_K = K·u·Σ|terms| of the exact sum, u = 2^-24):
+
+1. Op by op, the sharp one. gpulab exports every op's fp32 output of one step (each layer's
+   output, dL/dlogits, each dy, each gradient). Each is compared with the same op computed in
+   float64 by PyTorch on gpulab's own fp32 inputs, within twice that op's own bound: a·W + b within
+   (K + 2)u·(|a|·|W| + |b|); aᵀ·dy within (N + W + 4)u·|a|ᵀ·|dy|; (dy·Wᵀ) within (K + 2)u·|dy|·|W|ᵀ;
+   softmax − one-hot within u·(|z − max z| + Σ p·|z − max z| + C + 5)·p. No error is carried from
+   one op to the next, so the bounds are tight: an element moved by about 1e-5 of its size fails.
+2. End to end. The float64 reference is PyTorch's autograd over the same weights and batch, each
+   ReLU taking the side of 0 that the fp32 run took (at a kink either side is a derivative; a unit
+   on the other side by more than its rounding fails). The allowed distance carries each op's
+   error through the network with absolute values (|W| per layer, dy's error through |W|ᵀ): it is
+   rigorous but loose, catching only gross errors (a gradient off by several times its size); its
+   figure, and gpulab's distance from float64 beside PyTorch fp32's, are what it is for.
 """
 import argparse
 import json
@@ -186,11 +191,13 @@ def allreduce_worker(rank, world, init_file, cfg, out_file):
     c = cfg["allreduce"]
     rows = []
     for n in c["floats"]:
-        data = torch.arange(n, dtype=torch.float32).remainder_(1000).div_(1000)
+        pristine = torch.arange(n, dtype=torch.float32).remainder_(1000).div_(1000)
+        data = pristine.clone()  # gloo sums in place: each run starts again from the same values
         # As gpulab::dist::time_collective: warm up until warmup_s has passed on every rank, then
         # samples runs between barriers, each the slowest rank's time; the median.
         warm_until = time.perf_counter() + c["warmup_s"]
         while True:
+            data.copy_(pristine)
             dist.all_reduce(data)
             keep = torch.tensor([1 if time.perf_counter() < warm_until else 0])
             dist.all_reduce(keep, op=dist.ReduceOp.MAX)
@@ -198,6 +205,7 @@ def allreduce_worker(rank, world, init_file, cfg, out_file):
                 break
         samples = []
         for _ in range(c["samples"]):
+            data.copy_(pristine)
             dist.barrier()
             t0 = time.perf_counter()
             dist.all_reduce(data)
@@ -285,9 +293,24 @@ def exact_and_bound(index, arrays, relu_inputs):
             logits, logit_err = z, e
     p = torch.softmax(logits, dim=1)
     onehot = F.one_hot(labels, widths[-1]).double()
-    loss = F.cross_entropy(logits, labels).item()
     worst_logit = logit_err.max(dim=1, keepdim=True).values
-    loss_bound = 2.0 * (2.0 * worst_logit.mean().item() + (n + widths[-1] + 5) * U * abs(loss))
+    lse = torch.logsumexp(logits, dim=1)
+    loss_bound = 2.0 * (2.0 * worst_logit.mean().item() + (n + widths[-1] + 5) * U * (lse.abs() + logits.abs().max(dim=1).values).mean().item())
+    # The reference itself: PyTorch's float64 autograd along the same sides.
+    Wg = [w_.clone().requires_grad_(True) for w_ in W]
+    bg = [b_.clone().requires_grad_(True) for b_ in b]
+    h = x
+    for l in range(len(W)):
+        h = h @ Wg[l] + bg[l]
+        if l + 1 < len(W):
+            h = h * masks[l]
+    loss_t = F.cross_entropy(h, labels)
+    loss_t.backward()
+    loss = loss_t.item()
+    autograd = {}
+    for l, lid in enumerate(ids):
+        autograd[f"{lid}.weight"] = Wg[l].grad
+        autograd[f"{lid}.bias"] = bg[l].grad.reshape(1, -1)
     # Backward: the exact upstream gradient and its error envelope.
     dy = (p - onehot) / n
     E = (2.0 * p * worst_logit + (widths[-1] + 5) * U * (p + onehot)) / n
@@ -296,8 +319,8 @@ def exact_and_bound(index, arrays, relu_inputs):
     for l in reversed(range(len(W))):
         lid = ids[l]
         A, D = a[l].abs(), dy.abs()
-        grads[f"{lid}.weight"] = a[l].t() @ dy
-        grads[f"{lid}.bias"] = dy.sum(dim=0, keepdim=True)
+        grads[f"{lid}.weight"] = autograd[f"{lid}.weight"]
+        grads[f"{lid}.bias"] = autograd[f"{lid}.bias"]
         bounds[f"{lid}.weight"] = 2.0 * (err[l].t() @ D + A.t() @ E + total * U * (A.t() @ D))
         bounds[f"{lid}.bias"] = 2.0 * (E.sum(dim=0, keepdim=True) + total * U * D.sum(dim=0, keepdim=True))
         if l == 0:
@@ -407,7 +430,10 @@ def local_checks(index, arrays):
     # The loss's gradient on each rank: (softmax − one-hot) / B.
     p = torch.softmax(d["logits"], dim=1)
     onehot = F.one_hot(labels, widths[-1]).double()
-    bound = 2.0 * ((widths[-1] + 5) * U * p + 2 * U * (p - onehot).abs()) / bpr
+    # exp(z − max z): the subtraction's rounding, u·|z − max z|, is a relative error of each term.
+    spread = (d["logits"] - d["logits"].max(dim=1, keepdim=True).values).abs()
+    rel = U * (spread + (p * spread).sum(dim=1, keepdim=True) + widths[-1] + 5)
+    bound = 2.0 * (rel * p + 2 * U * (p - onehot).abs()) / bpr
     yield "dL/dlogits ((softmax - one-hot) / B)", ratio(d[f"dy:{last}"], (p - onehot) / bpr, bound)
     logp = torch.log_softmax(d["logits"], dim=1)
     loss = -logp[torch.arange(n), labels].mean().item()
@@ -427,7 +453,7 @@ def local_checks(index, arrays):
             yield f"dy of layer {lid - 2} ((dy·Wᵀ) where the ReLU passed)", ratio(d[f"dy:{lid - 2}"], (dy @ W.t()) * mask, bound)
 
 
-def check(directory, perturb):
+def check(directory, perturb, perturb_array="grad:0.weight"):
     """gpulab's exports: op by op (tight), and end to end against PyTorch's float64 autograd
     (the loose envelope of the docstring), beside PyTorch's own fp32 (one process, or DDP on
     gloo) through the same end-to-end check."""
@@ -439,8 +465,8 @@ def check(directory, perturb):
             continue
         index, arrays = load_export(directory, stem)
         if perturb:
-            # The check's own check: one gradient moved by REL of its size must be caught.
-            g = arrays["grad:0.weight"]
+            # The check's own check: one element (the largest) of one array moved by REL of its size.
+            g = arrays[perturb_array]
             k = int(g.abs().argmax())
             g.view(-1)[k] *= 1.0 + perturb
         n, w = arrays["x"].shape[0], index["ranks"]
@@ -470,7 +496,11 @@ def check(directory, perturb):
             ok &= compare(label, grads, exact, bounds, loss, exact_loss, loss_bound)
         if not perturb:
             diff = max(((ours[k] - tg[k]).abs().max() / tg[k].abs().max()).item() for k in ours)
-            print(f"gpulab beside PyTorch fp32: the largest gradient difference is {diff:.2g} of its tensor's largest gradient")
+            exact = exact_and_bound(index, arrays, sides)[1]
+            ours_off = max(((ours[k].double() - exact[k]).abs().max() / exact[k].abs().max()).item() for k in ours)
+            theirs_off = max(((tg[k].double() - exact[k]).abs().max() / exact[k].abs().max()).item() for k in ours)
+            print(f"gpulab beside PyTorch fp32: the largest gradient difference is {diff:.2g} of its tensor's largest gradient; "
+                  f"from float64, gpulab's is {ours_off:.2g} and PyTorch's {theirs_off:.2g}")
     return ok
 
 
@@ -479,7 +509,8 @@ def main():
     ap.add_argument("what", choices=["mlp", "ddp", "allreduce", "check"])
     ap.add_argument("directory", nargs="?", help="check: the folder gpulab's bench programs exported to")
     ap.add_argument("--config", default=os.path.join(HERE, "..", "peers.json"))
-    ap.add_argument("--perturb", type=float, default=0.0, help="check: move gpulab's largest first-layer weight gradient by this fraction (the check must then fail)")
+    ap.add_argument("--perturb", type=float, default=0.0, help="check: move the largest element of one exported array by this fraction (the check must then fail)")
+    ap.add_argument("--perturb-array", default="grad:0.weight", help="check: which array --perturb moves (grad:0.weight, dy:2, relu_input:1, ...)")
     args = ap.parse_args()
     cfg = load_config(args.config)
     if args.what == "mlp":
@@ -491,7 +522,7 @@ def main():
     else:
         if not args.directory:
             ap.error("check needs the export folder")
-        sys.exit(0 if check(args.directory, args.perturb) else 1)
+        sys.exit(0 if check(args.directory, args.perturb, args.perturb_array) else 1)
 
 
 if __name__ == "__main__":

@@ -289,6 +289,10 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> Communicator::create(Backend backend, MPI_Comm comm) {
+  // A bad GPULAB_DIST_WAIT or GPULAB_DIST_SPIN_US is an error here, on every rank alike, not at
+  // some rank's first wait with the others inside a collective.
+  (void)detail::wait_mode();
+  (void)detail::wait_spin_us();
   if (backend == Backend::kMpi) return std::make_unique<MpiCommunicator>(comm);
   return detail::create_device_communicator(backend, comm);
 }
@@ -384,17 +388,26 @@ WaitMode wait_mode() {
   return mode;
 }
 
+long wait_spin_us() {
+  static const long us = [] {
+    const char* v = std::getenv("GPULAB_DIST_SPIN_US");
+    if (v == nullptr || *v == '\0') return 300L;
+    const std::string text(v);
+    if (text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9) {
+      throw std::invalid_argument("GPULAB_DIST_SPIN_US must be a whole number of microseconds, not " + text);
+    }
+    return std::stol(text);
+  }();
+  return us;
+}
+
 void wait_request(MPI_Request& request, MPI_Status* status, int (*test)(MPI_Request*, int*, MPI_Status*), int (*wait)(MPI_Request*, MPI_Status*)) {
   if (wait_mode() == WaitMode::kSpin) {
     MPI_CHECK(wait(&request, status));
     return;
   }
   using clock = std::chrono::steady_clock;
-  static const long spin_us = [] {
-    const char* v = std::getenv("GPULAB_DIST_SPIN_US");
-    return v != nullptr && *v != '\0' ? std::stol(v) : 300L;
-  }();
-  const auto spin_until = clock::now() + std::chrono::microseconds(spin_us);
+  const auto spin_until = clock::now() + std::chrono::microseconds(wait_spin_us());
   for (int done = 0;;) {
     MPI_CHECK(test(&request, &done, status));
     if (done) return;

@@ -34,7 +34,8 @@ struct Communicator::Op {
 
 namespace gpulab::dist::detail {
 
-/// How a blocking wait waits (GPULAB_DIST_WAIT): kBackoff (the default) polls the request,
+/// How the host backend's blocking waits and every library collective's wait (the device
+/// backends' transfers still use MPI_Wait) wait (GPULAB_DIST_WAIT): kBackoff (the default) polls the request,
 /// spinning for its first 300 µs (GPULAB_DIST_SPIN_US), then sleeping between polls (about 60 µs each: nanosleep's
 /// timer slack); kSpin is MPI_Wait's busy polling. OpenMPI's shared-memory transport makes no
 /// progress unless a rank calls into MPI, so MPI_Wait spins; on a machine with more runnable
@@ -42,6 +43,8 @@ namespace gpulab::dist::detail {
 /// waits for, while a rank asleep in a socket (gloo) wakes first when its data arrives.
 enum class WaitMode { kBackoff, kSpin };
 WaitMode wait_mode();
+/// How long kBackoff polls before it sleeps, in µs (GPULAB_DIST_SPIN_US, default 300).
+long wait_spin_us();
 /// Waits for @p request through @p test (MPI_Test or PMPI_Test), as wait_mode() says.
 void wait_request(MPI_Request& request, MPI_Status* status, int (*test)(MPI_Request*, int*, MPI_Status*),
                   int (*wait)(MPI_Request*, MPI_Status*));
