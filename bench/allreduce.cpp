@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_config.hpp"
+#include "bench_mpi.hpp"
 #include "gpulab/dist.hpp"
 #include "gpulab/dist_bench.hpp"
 #include "ring.hpp"
@@ -47,15 +48,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rc = 2;
-  try {
-    rc = run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpulab-bench-allreduce: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  MPI_Finalize();
-  return rc;
-}
+int main(int argc, char** argv) { return gpulab::bench::mpi_main(argc, argv, "gpulab-bench-allreduce", run); }

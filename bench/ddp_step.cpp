@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_config.hpp"
+#include "bench_mpi.hpp"
 #include "ddp.hpp"
 #include "gpulab/dist.hpp"
 #include "gpulab/nn.hpp"
@@ -145,15 +146,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rc = 2;
-  try {
-    rc = run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpulab-bench-ddp: %s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  MPI_Finalize();
-  return rc;
-}
+int main(int argc, char** argv) { return gpulab::bench::mpi_main(argc, argv, "gpulab-bench-ddp", run); }
