@@ -30,6 +30,7 @@ json scorecard(bool forged = false) {
                  check("sums are exact (W=1)", "correctness", "pass"),
                  check("sums are exact (W=2)", "correctness", "fail"),
                  check("the kernel is right", "correctness", "not-run"),
+                 check("the kernel's logic", "correctness", "emu-fail"),
                  check("a stretch rung", "performance", "stretch"),
                  check("step time", "performance", "fail", {{"threshold", 0.6}, {"learner_fraction", 0.27}, {"reference_fraction", 0.6}, {"learner_value", 12.0}, {"unit", "steps/s"}}),
                  check("bandwidth", "performance", "pass", {{"threshold", 0.5}, {"learner_fraction", 0.9}, {"reference_fraction", 1.0}, {"learner_value", 4.2}, {"unit", "GB/s"}}),
@@ -49,8 +50,9 @@ const gpulab::cli::ScoredCheck& named(const gpulab::cli::PointsResult& r, const 
 
 TEST_CASE("points: passes earn theirs and a slow check earns linearly above the floor and what did not run earns nothing", "[cpu]") {
   const auto r = gpulab::cli::score_scorecard(scorecard(), Points{});
-  // 3 correctness lines × 1 + 2 performance lines × 2; the stretch and build lines carry none.
-  CHECK(r.max_score == Approx(7.0));
+  // 4 correctness lines × 1 + 2 performance lines × 2; the stretch and build lines carry none.
+  CHECK(r.max_score == Approx(8.0));
+  CHECK(named(r, "the kernel's logic").score == 0.0);
   // 45 % of the reference against 60 % (floor 30 %): (0.45 − 0.30) / (0.60 − 0.30) of 2 points = 1.
   CHECK(named(r, "step time").score == Approx(1.0));
   CHECK(named(r, "bandwidth").score == Approx(2.0));
@@ -65,7 +67,7 @@ TEST_CASE("points: a failed integrity check makes every check earn nothing", "[c
   const auto r = gpulab::cli::score_scorecard(scorecard(true), Points{});
   CHECK(r.integrity_failed);
   CHECK(r.score == 0.0);
-  CHECK(r.max_score == Approx(7.0));
+  CHECK(r.max_score == Approx(8.0));
   const json gs = gpulab::cli::gradescope_results(scorecard(true), r, 3.0);
   CHECK(gs["leaderboard"].empty());
   CHECK(gs["output"].get<std::string>().find("integrity") != std::string::npos);
@@ -95,7 +97,7 @@ TEST_CASE("gradescope: results.json has the fields and types and values of the s
   const json gs = gpulab::cli::gradescope_results(card, gpulab::cli::score_scorecard(card, Points{}), 12.5);
   REQUIRE(gs["score"].is_number());
   CHECK(gs["score"].get<double>() == Approx(4.0));
-  CHECK(gs["max_score"].get<double>() == Approx(7.0));
+  CHECK(gs["max_score"].get<double>() == Approx(8.0));
   CHECK(gs["execution_time"].get<double>() == 12.5);
   const std::set<std::string> visibilities = {"visible", "hidden", "after_due_date", "after_published"};
   CHECK(visibilities.count(gs["visibility"].get<std::string>()) == 1);
@@ -125,14 +127,14 @@ TEST_CASE("junit: every scored check is a testcase with failed and not-run ones 
   card["checks"][1]["name"] = "names <escaped> & \"quoted\"";
   const std::string xml = gpulab::cli::junit_report(card, gpulab::cli::score_scorecard(card, Points{}));
   const auto cases = gpulab::cli::parse_junit(xml);
-  REQUIRE(cases.size() == 5);  // 3 correctness + 2 performance; the build, stretch and integrity lines carry no points and did not fail
+  REQUIRE(cases.size() == 6);  // 4 correctness + 2 performance; the build, stretch and integrity lines carry no points and did not fail
   int failed = 0, skipped = 0, passed = 0;
   for (const auto& c : cases) {
     failed += c.failed ? 1 : 0;
     skipped += c.skipped ? 1 : 0;
     passed += c.failed || c.skipped ? 0 : 1;
   }
-  CHECK(failed == 2);
+  CHECK(failed == 3);  // a failed case, a slow one, and a logic error found on the emulator (never reported as passed)
   CHECK(skipped == 1);
   CHECK(passed == 2);
   CHECK(xml.find("names &lt;escaped&gt; &amp; &quot;quoted&quot;") != std::string::npos);

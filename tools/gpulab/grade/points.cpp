@@ -135,7 +135,7 @@ std::string junit_report(const json& scorecard, const PointsResult& points) {
   int failures = 0, skipped = 0;
   double seconds = 0.0;
   for (const ScoredCheck& s : points.checks) {
-    failures += s.status == "fail" ? 1 : 0;
+    failures += s.status == "fail" || s.status == "emu-fail" ? 1 : 0;
     skipped += s.status == "not-run" || s.status == "emu-not-run" || s.status == "emu-pass" ? 1 : 0;
     seconds += s.seconds;
   }
@@ -147,7 +147,7 @@ std::string junit_report(const json& scorecard, const PointsResult& points) {
     << "\"/></properties>\n";
   for (const ScoredCheck& s : points.checks) {
     x << "<testcase classname=\"" << xml_escape(lab) << "\" name=\"" << xml_escape(s.name) << "\" time=\"" << s.seconds << "\">";
-    if (s.status == "fail") {
+    if (s.status == "fail" || s.status == "emu-fail") {  // a logic error found on the emulator fails anywhere
       x << "<failure message=\"" << xml_escape(s.name) << "\">" << xml_escape(s.output) << "</failure>";
     } else if (s.status == "not-run" || s.status == "emu-not-run" || s.status == "emu-pass") {
       x << "<skipped message=\"" << xml_escape(s.output) << "\"/>";
