@@ -1,12 +1,16 @@
 # Header-only dependencies, from cmake/dependencies.tsv (the one list of the project's Debian
 # packages): each "header:" entry with a target becomes that imported target, found in the system
-# (/usr/include) or in the ignored .deps/include folder filled by scripts/fill-deps (for machines
-# without network or packages, such as the GPU test machine).
-set(GPULAB_DEPS_INCLUDE "${PROJECT_SOURCE_DIR}/.deps/include")
+# (/usr/include) or in the ignored .deps folder filled by scripts/fill-deps (for machines without
+# network or packages, such as the GPU test machine). Each package has its own root there
+# (.deps/catch2/catch2/catch.hpp), so a target's include folder holds that package only: with one
+# shared root, Catch2's folder also exposed the carried nlohmann-json 3.11.3 to the files that
+# include Catch2, while the rest took the GPU machine's 3.11.2, and the link failed (2026-12-04).
+set(GPULAB_DEPS_ROOT "${PROJECT_SOURCE_DIR}/.deps")
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${CMAKE_CURRENT_LIST_DIR}/dependencies.tsv")
 
 function(_gpulab_header_dep target header package)
-  find_path(_dir_${target} NAMES ${header} PATHS /usr/include "${GPULAB_DEPS_INCLUDE}" NO_CACHE)
+  string(REGEX REPLACE "/.*" "" top "${header}")
+  find_path(_dir_${target} NAMES ${header} PATHS /usr/include "${GPULAB_DEPS_ROOT}/${top}" NO_DEFAULT_PATH NO_CACHE)
   if(NOT _dir_${target})
     message(FATAL_ERROR "gpulab: ${header} not found. Install it with: apt-get install ${package}"
                         " (or run scripts/fill-deps on a machine that has it).")

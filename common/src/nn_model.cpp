@@ -74,7 +74,8 @@ Tensor Linear::forward(const Tensor& x, Saved& saved) const {
 }
 
 Tensor Linear::backward(const Tensor& dy, const Saved& saved) {
-  const Tensor& x = kept_input(saved, describe());
+  const std::string name = describe();  // named: g++ 13 reads a temporary argument as a dangling risk
+  const Tensor& x = kept_input(saved, name);
   if (dy.rows() != x.rows() || dy.cols() != weight_.value.cols() || dy.device() != x.device()) {
     throw std::invalid_argument(describe() + ": backward of dy " + dy.shape() + " for the input " + x.shape());
   }
@@ -113,7 +114,8 @@ Tensor Activation::forward(const Tensor& x, Saved& saved) const {
 }
 
 Tensor Activation::backward(const Tensor& dy, const Saved& saved) {
-  const Tensor& x = kept_input(saved, describe());
+  const std::string name = describe();  // named: g++ 13 reads a temporary argument as a dangling risk
+  const Tensor& x = kept_input(saved, name);
   detail::check_like(dy, x, describe() + " backward: dy and the saved input");
   Tensor dx = output_like(dy);
   const detail::Ops& o = detail::ops_for(dy.device());

@@ -1284,6 +1284,14 @@ TEST_CASE("the allocator on cudaMalloc against raw cudaMalloc and cudaFree on a 
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   CUDA_CHECK(cudaFree(nullptr));  // the context, before timing
+  // The claim is training's steady state: every step after the first is served from the cache.
+  // So the allocator replays the trace once untimed (its first step reaches cudaMalloc), then
+  // is timed. (The first H200 run timed a fresh allocator each round: a third of its requests
+  // went to cudaMalloc, and it read 4× where the steady state is the question.)
+  CudaBackend backend;
+  lab06::CachingAllocator a(backend);
+  auto cached_replay = [&] { return replay([&](std::size_t b) { return a.allocate(b); }, [&](void* p) { a.free(p); }); };
+  const double cold = cached_replay();
   std::vector<double> raw, cached;
   for (int round = 0; round < 5; ++round) {
     raw.push_back(replay(
@@ -1293,14 +1301,13 @@ TEST_CASE("the allocator on cudaMalloc against raw cudaMalloc and cudaFree on a 
           return p;
         },
         [](void* p) { CUDA_CHECK(cudaFree(p)); }));
-    CudaBackend backend;
-    lab06::CachingAllocator a(backend);
-    cached.push_back(replay([&](std::size_t b) { return a.allocate(b); }, [&](void* p) { a.free(p); }));
+    cached.push_back(cached_replay());
   }
   const double per_raw = gpulab::median(raw) / static_cast<double>(adapter.trace.size()), per_cached = gpulab::median(cached) / static_cast<double>(adapter.trace.size());
-  char note[200];
-  std::snprintf(note, sizeof note, "%zu operations: raw cudaMalloc/cudaFree %.2f µs each, the caching allocator %.3f µs each (%.0f×)", adapter.trace.size(), per_raw * 1e6,
-                per_cached * 1e6, per_raw / per_cached);
+  char note[260];
+  std::snprintf(note, sizeof note,
+                "%zu operations: raw cudaMalloc/cudaFree %.2f µs each, the caching allocator %.3f µs each once warm (%.0f×; its first replay %.3f µs each)",
+                adapter.trace.size(), per_raw * 1e6, per_cached * 1e6, per_raw / per_cached, cold / static_cast<double>(adapter.trace.size()) * 1e6);
   gpulab::report::record({{"kind", "info"}, {"summary", note}});
   check_fact(per_raw >= 10 * per_cached, "the caching allocator at least 10× faster per operation than cudaMalloc/cudaFree", note,
              "a request that a cached block can serve must not reach the backend");

@@ -1,5 +1,5 @@
 /// @file test_random_report.cpp
-/// @brief Reproducible random streams and JSON-lines records.
+/// @brief Reproducible random streams, JSON-lines records and the names they give kernels.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -8,6 +8,7 @@
 
 #include "gpulab/random.hpp"
 #include "gpulab/report.hpp"
+#include "gpulab_test.hpp"
 
 TEST_CASE("random streams are reproducible per seed and salt", "[cpu]") {
   const std::uint64_t saved = gpulab::test_seed();
@@ -54,4 +55,18 @@ TEST_CASE("records carry the case name and reach the report file", "[cpu]") {
   CHECK(recs[1]["value"].is_null());  // NaN is not JSON: written as null, read as "not a number"
   CHECK(recs[2].contains("parse_error"));
   std::filesystem::remove(path);
+}
+
+TEST_CASE("a kernel's name on the scorecard keeps its namespaces and template and drops its parameters", "[cpu]") {
+  using gpulab::testing::kernel_display_name;
+  // The first H200 run showed "lab04::" and "": the parameter list was cut at the first '(',
+  // which an anonymous namespace's "(anonymous namespace)" puts before the kernel's name.
+  CHECK(kernel_display_name("(anonymous namespace)::staged_copy_kernel(float const*, float*, int)") == "staged_copy_kernel");
+  CHECK(kernel_display_name("lab04::(anonymous namespace)::hgemm_mma_kernel<128, 64>(__half const*, int)") ==
+        "lab04::hgemm_mma_kernel<128, 64>");
+  CHECK(kernel_display_name("lab03::sgemm_coalesced_kernel(int, int, int, float const*, float const*, float*)") ==
+        "lab03::sgemm_coalesced_kernel");
+  CHECK(kernel_display_name("apply<void (*)(float)>(float*)") == "apply<void (*)(float)>");
+  CHECK(kernel_display_name("_Z6kernelPf") == "_Z6kernelPf");  // not demangled: left as it is
+  CHECK(kernel_display_name("?") == "?");
 }

@@ -123,8 +123,7 @@ inline nlohmann::json launched_kernels(const std::function<void(cudaStream_t)>& 
       readable = d;
       std::free(d);
     }
-    if (const std::size_t paren = readable.find('('); paren != std::string::npos) readable.resize(paren);
-    k["name"] = readable;
+    k["name"] = kernel_display_name(readable);
     k["grid"] = {p.gridDim.x, p.gridDim.y, p.gridDim.z};
     k["block"] = {p.blockDim.x, p.blockDim.y, p.blockDim.z};
     kernels.push_back(k);

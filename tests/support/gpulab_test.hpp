@@ -169,4 +169,26 @@ inline void record_performance(const std::string& metric, double value, const st
   }
 }
 
+/// A kernel's demangled name as a scorecard shows it: without its parameter list and without
+/// "(anonymous namespace)::", so `lab04::(anonymous namespace)::hgemm_mma<128>(half const*, ...)`
+/// reads `lab04::hgemm_mma<128>`. The parameter list is the parenthesised group that ends the
+/// name (an anonymous namespace's parentheses come before it, a function type's inside <>).
+inline std::string kernel_display_name(std::string name) {
+  if (!name.empty() && name.back() == ')') {
+    int depth = 0;
+    for (std::size_t i = name.size(); i-- > 0;) {
+      if (name[i] == ')') ++depth;
+      if (name[i] == '(' && --depth == 0) {
+        name.resize(i);
+        break;
+      }
+    }
+  }
+  const std::string anonymous = "(anonymous namespace)::";
+  for (std::size_t at = name.find(anonymous); at != std::string::npos; at = name.find(anonymous, at)) {
+    name.erase(at, anonymous.size());
+  }
+  return name;
+}
+
 }  // namespace gpulab::testing

@@ -29,9 +29,11 @@ std::string peak_line(const nlohmann::json& data, double value, const std::strin
   const std::string unit = data.value("unit", "");
   const bool flops = unit.find("FLOP/s") != std::string::npos;
   const double peak = flops ? data.value("peak_gflops", 0.0) : unit.find("B/s") != std::string::npos ? data.value("peak_gbs", 0.0) : 0.0;
+  // The peaks are in giga; the figure in its own unit's prefix (lab 04 states TFLOP/s).
+  const double giga = unit.rfind("T", 0) == 0 ? 1e3 : unit.rfind("M", 0) == 0 ? 1e-3 : unit.rfind("K", 0) == 0 ? 1e-6 : 1.0;
   if (peak <= 0.0 || value <= 0.0) return "";
   char b[240];
-  std::snprintf(b, sizeof b, "%s = %.0f %% of this GPU's measured %s (%.0f %s, measured %s)", who.c_str(), 100.0 * value / peak,
+  std::snprintf(b, sizeof b, "%s = %.0f %% of this GPU's measured %s (%.0f %s, measured %s)", who.c_str(), 100.0 * value * giga / peak,
                 flops ? "fp32 FMA peak" : "copy bandwidth", peak, flops ? "GFLOP/s" : "GB/s",
                 data.value("peaks_measured_at", std::string("?")).c_str());
   return b;

@@ -87,13 +87,15 @@ std::vector<Item> listed_packages(const Paths& paths) {
     bool ok = false;
     if (check.rfind("header:", 0) == 0) {
       const std::string header = check.substr(7);
-      for (const fs::path& where : {fs::path("/usr/include") / header, paths.root / ".deps/include" / header}) {
+      // .deps/<top folder>/<header>: scripts/fill-deps gives each package its own root.
+      const fs::path carried = paths.root / ".deps" / header.substr(0, header.find('/'));
+      for (const fs::path& where : {fs::path("/usr/include") / header, carried / header}) {
         if (!ok && fs::exists(where)) {
           ok = true;
           detail = where.string();
         }
       }
-      if (!ok) detail = "no " + header + " in /usr/include or " + (paths.root / ".deps/include").string();
+      if (!ok) detail = "no " + header + " in /usr/include or " + carried.string();
     } else {
       const std::string command = check.substr(check.find(':') + 1);
       ok = probe({command, "--version"}, out) || probe({command, "-V"}, out);  // iproute2's ip knows only -V
