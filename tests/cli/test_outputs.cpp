@@ -17,7 +17,7 @@
 #include "base/process.hpp"
 #include "gpulab/hash.hpp"
 #include "grade/outputs.hpp"
-#include "launch/frame.hpp"
+#include "launch_frame.hpp"
 
 namespace fs = std::filesystem;
 using gpulab::cli::judge_outputs;
@@ -72,13 +72,7 @@ TEST_CASE("gpulab-launch takes a check's values out of the records into its file
       {std::string(GPULAB_BIN_DIR) + "/gpulab-launch", "--no-seccomp", "--outputs", s.dir.string(), "--", "sh", "-c",
        "printf '{\"kind\":\"output\"}\\n@blob 4\\nABCD{\"kind\":\"end\"}\\n' >&3"});
   REQUIRE(r.exited(0));
-  const std::size_t at = r.output.find(gpulab::launch::kFrameMarker);
-  REQUIRE(at != std::string::npos);
-  std::size_t length = 0;
-  unsigned long long sum = 0;
-  int used = 0;
-  REQUIRE(std::sscanf(r.output.c_str() + at + sizeof gpulab::launch::kFrameMarker - 1, "%zu %16llx %n", &length, &sum, &used) == 2);
-  const auto frame = nlohmann::json::parse(r.output.substr(at + sizeof gpulab::launch::kFrameMarker - 1 + static_cast<std::size_t>(used), length));
+  const nlohmann::json frame = launch_frame(r.output);
   CHECK(frame.value("records", "") == "{\"kind\":\"output\"}\n{\"kind\":\"end\"}\n");  // the block is not a record
   REQUIRE(frame["blobs"].size() == 1);
   CHECK(frame["blobs"][0].value("record", 0) == 1);  // it belongs to the first record

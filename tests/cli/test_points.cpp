@@ -139,3 +139,35 @@ TEST_CASE("junit: every scored check is a testcase with failed and not-run ones 
   CHECK(passed == 2);
   CHECK(xml.find("names &lt;escaped&gt; &amp; &quot;quoted&quot;") != std::string::npos);
 }
+
+TEST_CASE("classroom: the result has the fields the reporter reads and its scores add up to the points", "[cpu]") {
+  // education/autograding-grading-reporter: version, status (pass, fail or error), max_score and
+  // tests[] with name, status (pass or fail), score and message; it adds up the tests' scores.
+  const json card = scorecard();
+  const gpulab::cli::PointsResult points = gpulab::cli::score_scorecard(card, Points{});
+  const json r = gpulab::cli::classroom_results(points);
+  CHECK(r["version"] == 1);
+  CHECK(r["status"] == "fail");  // a check failed
+  CHECK(r["max_score"].get<double>() == Approx(points.max_score));
+  REQUIRE(r["tests"].is_array());
+  REQUIRE(r["tests"].size() == points.checks.size());
+  double sum = 0.0;
+  int passed = 0;
+  for (const json& t : r["tests"]) {
+    INFO(t.dump());
+    REQUIRE(t["name"].is_string());
+    CHECK((t["status"] == "pass" || t["status"] == "fail"));
+    REQUIRE(t["score"].is_number());
+    CHECK(t["message"].is_string());
+    sum += t["score"].get<double>();
+    passed += t["status"] == "pass" ? 1 : 0;
+  }
+  CHECK(sum == Approx(points.score));
+  CHECK(passed == 2);  // the not-run GPU case and the logic error on the emulator are not passes
+  // A forged run is an error with no points.
+  const json forged = gpulab::cli::classroom_results(gpulab::cli::score_scorecard(scorecard(true), Points{}));
+  CHECK(forged["status"] == "error");
+  double forged_sum = 0.0;
+  for (const json& t : forged["tests"]) forged_sum += t["score"].get<double>();
+  CHECK(forged_sum == 0.0);
+}

@@ -37,8 +37,10 @@ Command grade_command(CLI::App& app, const cli::Paths& paths) {
   auto* cmd = app.add_subcommand("grade", "build and grade a lab; exit 0 pass, 1 fail, 2 could not run here");
   grade_flags(cmd, o);
   cmd->add_option("--json", o.json_path, "also write the scorecard as JSON to this file");
-  auto* format = cmd->add_option("--format", o.format, "also write the points (lab.json \"points\") as gradescope (results.json) or junit (XML), to --out")
-                     ->check(CLI::IsMember({"gradescope", "junit"}));
+  auto* format = cmd->add_option("--format", o.format,
+                                 "also write the points (lab.json \"points\") as gradescope (results.json), classroom (GitHub Classroom's "
+                                 "autograding result) or junit (XML), to --out")
+                     ->check(CLI::IsMember({"gradescope", "classroom", "junit"}));
   cmd->add_option("--out", o.out_path, "the file --format writes")->needs(format);
   format->needs(cmd->get_option("--out"));
   auto* seed_opt = cmd->add_option("--seed", seed, "random seed for the test data (printed by every run)");
@@ -80,6 +82,7 @@ Command selftest_command(CLI::App& app, const cli::Paths& paths) {
   cmd->add_flag("--no-build", no_build, "do not build first");
   cmd->add_option("--jobs", o.jobs, "2 (default): the labs graded by two workers side by side, longest first; 1: one lab after another")->check(CLI::Range(1, 2));
   cmd->add_flag("--gpu-plants-only", o.gpu_plants_only, "grade only the planted submissions that need a GPU (the GPU proof; CI grades the rest)");
+  cmd->add_flag("--class", o.class_only, "only the class: every submission of lab 06's class, hostile ones included, through grade-class");
   return {cmd, [&paths] {
             o.build = !no_build;
             return cli::selftest(paths, o);
@@ -93,15 +96,19 @@ Command grade_class_command(CLI::App& app, const cli::Paths& paths) {
   cmd->add_option("submissions", o.submissions, "the folder of submissions, one per student (named after the student)")->required();
   cmd->add_option("--out", o.out, "where the results go (default build/class/NN-slug)");
   cmd->add_option("--timeout", o.timeout_s, "seconds per student's grade (default 3600)")->check(CLI::PositiveNumber);
+  cmd->add_option("--memory-mb", o.memory_mb, "resident memory of each test process, at most (default 16384 MiB)")->check(CLI::PositiveNumber);
   return {cmd, [&paths] { return cli::grade_class(paths, o); }};
 }
 
 Command bundle_command(CLI::App& app, const cli::Paths& paths) {
   static cli::BundleOptions o;
-  auto* cmd = app.add_subcommand("bundle", "instructors: a lab's autograder for Gradescope (setup.sh, run_autograder, the course at HEAD)");
+  auto* cmd = app.add_subcommand("bundle",
+                                 "instructors: a lab's autograder for Gradescope (setup.sh, run_autograder, the course at HEAD) or a "
+                                 "GitHub Classroom template repository (the lab's files and an autograding workflow)");
   cmd->add_option("lab", o.lab, "lab number (08) or folder name")->required();
-  cmd->add_option("--for", o.platform, "the platform (gradescope)")->check(CLI::IsMember({"gradescope"}));
-  cmd->add_option("--out", o.out, "where it goes (default build/bundle/NN-slug)");
+  cmd->add_option("--for", o.platform, "the platform: gradescope (default) or classroom")->check(CLI::IsMember({"gradescope", "classroom"}));
+  cmd->add_option("--course-repo", o.course_repo, "classroom: the course's GitHub repository, OWNER/NAME (default: origin's)");
+  cmd->add_option("--out", o.out, "where it goes (default build/bundle/NN-slug-PLATFORM)");
   return {cmd, [&paths] { return cli::make_bundle(paths, o); }};
 }
 

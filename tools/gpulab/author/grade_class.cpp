@@ -269,6 +269,7 @@ int grade_class(const Paths& paths, const ClassOptions& options) {
       o.timeout_s = options.timeout_s;
       // The code under test must not read the other students' submissions or results.
       o.env["GPULAB_SANDBOX_HIDE"] = submissions.string() + ":" + out.string();
+      o.env["GPULAB_LIMIT_MEMORY_MB"] = std::to_string(options.memory_mb);
       const ProcessResult r = run_process({cli.string(), "grade", lab->number, "--submission", files.string(), "--json", card.string(), "--format",
                                            "gradescope", "--out", results.string()},
                                           o);

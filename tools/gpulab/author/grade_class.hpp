@@ -27,6 +27,7 @@ struct ClassOptions {
   std::string submissions;       ///< the folder of submissions
   std::string out;               ///< "" = build/class/NN-slug
   double timeout_s = 3600.0;     ///< per student's grade
+  long memory_mb = 16384;        ///< each test process's resident memory, at most (the launcher kills it past that)
 };
 
 /// One entry of an archive's listing.

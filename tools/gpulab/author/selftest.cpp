@@ -15,6 +15,7 @@
 
 #include "author/junit.hpp"
 #include "author/plants.hpp"
+#include "author/selftest_class.hpp"
 #include "author/selftest_table.hpp"
 #include "author/sync.hpp"
 #include "base/lab_config.hpp"
@@ -450,6 +451,10 @@ int selftest(const Paths& paths, const SelftestOptions& options) {
     table.add("build (everything, skeletons and mutants included)", b.ok ? "pass" : "fail", b.ok ? "" : b.diagnostics.substr(0, 2000));
     if (!b.ok) return table.finish();
   }
+  if (options.class_only) {
+    check_class(paths, /*full=*/true, table);
+    return table.finish();
+  }
   std::vector<LabConfig> labs;
   try {
     labs = discover_labs(paths);
@@ -470,6 +475,8 @@ int selftest(const Paths& paths, const SelftestOptions& options) {
     run_unit_tests(paths, gpu, table, build_jobs());
     for (const LabConfig& lab : chosen) check_lab(paths, lab, options, gpu, table);
   }
+  const bool with_lab06 = std::any_of(chosen.begin(), chosen.end(), [](const LabConfig& l) { return l.number == "06"; });
+  if (with_lab06 && !options.gpu_plants_only) check_class(paths, /*full=*/false, table);
   const auto changed = learner_changes(paths, labs);
   if (!changed.empty()) {
     table.add("sync --check", "skip", "labs/ holds your own work (" + changed.front() + "); skeletons were checked from solutions/ instead");

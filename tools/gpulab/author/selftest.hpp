@@ -10,7 +10,9 @@
 /// 5. per lab: `grade --solutions` must have no failure (this runs every reference case, once);
 /// 6. per lab: planted submissions (tests/NN-slug/planted/) must be caught, each for its reason,
 ///    and grading must leave them unchanged;
-/// 7. `sync --check` (unless labs/ holds the learner's work).
+/// 7. the class (selftest_class.hpp): lab 06's quick class of submissions, hostile ones among
+///    them, through `grade-class` (all labs, or lab 06 alone; --class: the whole class, alone);
+/// 8. `sync --check` (unless labs/ holds the learner's work).
 /// Steps 3-6 run for two labs at a time, each in a process of its own, the longest first and never
 /// two distributed labs at once (--jobs 1: one lab after another).
 /// The last line is "selftest: N passed, N failed, N skipped"; build/selftest/selftest.json holds
@@ -28,6 +30,7 @@ struct SelftestOptions {
   bool build = true;             ///< build first
   bool gpu_plants_only = false;  ///< grade only the planted submissions that need a GPU (CI does the rest)
   int jobs = 2;                  ///< 2: two labs at a time (never two distributed ones); 1: one after another
+  bool class_only = false;       ///< the whole class (every submission), and nothing else
 };
 
 int selftest(const Paths& paths, const SelftestOptions& options);

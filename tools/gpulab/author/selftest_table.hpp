@@ -43,7 +43,8 @@ class Table {
 
 /// The stage a selftest row belongs to, for the time table: "build", "unit tests", "mutants" (the
 /// skeleton and each mutant fail their tests), "symbols" (they keep the symbol rules), "reference"
-/// (graded), "plants", "lesson" (a section per TODO, the plants' manifest), "sync" (and "other").
+/// (graded), "plants", "lesson" (a section per TODO, the plants' manifest), "class" (selftest_class.hpp),
+/// "sync" (and "other").
 std::string stage_of(const std::string& step);
 
 /// nvidia-smi lists a GPU.

@@ -36,6 +36,7 @@ std::string stage_of(const std::string& step) {
   if (step.rfind("build", 0) == 0) return "build";
   if (step.rfind("unit tests", 0) == 0) return "unit tests";
   if (step.rfind("sync --check", 0) == 0) return "sync";
+  if (step.rfind("class: ", 0) == 0) return "class";
   if (step.rfind("lab ", 0) != 0) return "other";
   if (step.find(" planted: ") != std::string::npos) return "plants";
   if (step.find(" fails its tests") != std::string::npos) return "mutants";

@@ -81,6 +81,7 @@ void throw_if_interrupted() {
 std::string ProcessResult::describe() const {
   if (failed_to_start) return "could not start";
   if (timed_out) return "timed out after " + std::to_string(static_cast<int>(seconds + 0.5)) + " s";
+  if (output_exceeded) return "killed: wrote more output than the limit";
   if (signal != 0) return std::string("killed by signal ") + strsignal(signal);
   return "exit " + std::to_string(exit_code);
 }
@@ -202,17 +203,20 @@ ProcessResult run_process(const std::vector<std::string>& plain_argv, const Proc
 
   int status = 0;
   bool reaped = false, pipe_open = true;
+  std::size_t written = 0;  // every byte of output, also those no longer kept
   char buffer[65536];
   auto drain = [&] {
     while (pipe_open) {
       const ssize_t got = read(pipe_fds[0], buffer, sizeof buffer);
       if (got > 0) {
         result.output.append(buffer, static_cast<std::size_t>(got));
+        written += static_cast<std::size_t>(got);
         if (options.echo) std::cout.write(buffer, got).flush();
         if (options.on_output) options.on_output(std::string(buffer, static_cast<std::size_t>(got)));
         if (result.output.size() > 2 * options.keep_bytes) {
           result.output.erase(0, result.output.size() - options.keep_bytes);
         }
+        if (options.max_output_bytes > 0 && written > options.max_output_bytes) break;  // a flood: stopped below
       } else if (got == 0) {
         pipe_open = false;
       } else {
@@ -239,6 +243,11 @@ ProcessResult run_process(const std::vector<std::string>& plain_argv, const Proc
       kill_all_descendants();
       throw Interrupted(g_interrupt);
     }
+    if (!reaped && options.max_output_bytes > 0 && written > options.max_output_bytes) {
+      result.output_exceeded = true;
+      stop_group(pid, status);
+      reaped = true;
+    }
     if (!reaped && options.timeout_s > 0 && since(start) > options.timeout_s) {
       result.timed_out = true;
       stop_group(pid, status);
@@ -253,7 +262,7 @@ ProcessResult run_process(const std::vector<std::string>& plain_argv, const Proc
   close(pipe_fds[0]);
   kill_all_descendants();
   result.seconds = since(start);
-  if (!result.timed_out) {
+  if (!result.timed_out && !result.output_exceeded) {
     if (WIFEXITED(status)) {
       result.exit_code = WEXITSTATUS(status);
     } else if (WIFSIGNALED(status)) {

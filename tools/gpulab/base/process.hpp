@@ -15,6 +15,7 @@ struct ProcessResult {
   int exit_code = -1;       ///< the exit status when the process exited
   int signal = 0;           ///< the signal that killed it, 0 if it exited
   bool timed_out = false;   ///< killed by us at the time limit
+  bool output_exceeded = false;  ///< stopped by us: it wrote more than max_output_bytes
   bool failed_to_start = false;
   double seconds = 0.0;     ///< wall time
   std::string output;       ///< stdout and stderr together (the last `keep_bytes` of them)
@@ -42,6 +43,7 @@ struct ProcessOptions {
   std::function<void(const std::string&)> on_output;  ///< called with each piece of output as it comes
   const Sandbox* sandbox = nullptr;             ///< run inside it (see sandbox_missing); nullptr: as it is
   std::size_t keep_bytes = 1 << 20;
+  std::size_t max_output_bytes = 0;             ///< > 0: stop the command once it has written more (output_exceeded)
 };
 
 /// Runs argv[0] (searched in PATH) with arguments argv[1..]. Throws Interrupted when this process

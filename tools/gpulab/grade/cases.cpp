@@ -208,13 +208,18 @@ void read_frames(CaseRun& run, const std::vector<std::pair<std::string, nlohmann
     }
     if (frame.value("records_cut", false)) run.problems.push_back(who + " wrote more than 64 MiB of records; the rest was cut");
     for (const auto& r : frame.value("refused", nlohmann::json::array())) {
+      if (r.value("call", "") == "connect") {
+        run.problems.push_back(who + " tried to connect to " + r.value("path", "?") +
+                               ", which the sandbox refused: a test process has no network but loopback");
+        continue;
+      }
       run.problems.push_back(who + " tried to run another program (" + r.value("call", "execve") + " \"" + r.value("path", "?") +
                              "\"), which the sandbox refused: a test process runs its own code only");
     }
     if (const int left = frame.value("leftovers", 0); left > 0) {
       run.problems.push_back(who + " left " + std::to_string(left) + " process(es) running after it ended (killed by gpulab-launch)");
     }
-    if (frame.contains("limit")) run.problems.push_back(who + " " + frame.value("limit", "") + ": stopped by the sandbox's limit");
+    if (frame.contains("limit")) run.problems.push_back("killed: " + who + " " + frame.value("limit", "") + ", past the sandbox's limit");
     if (!frame.value("seccomp", false) && run.seccomp_note.empty()) run.seccomp_note = frame.value("seccomp_note", "no seccomp filter");
   }
 }
@@ -235,7 +240,11 @@ CaseRun run_case(const RunSpec& spec) {
     std::vector<std::string> launch = {spec.confine->launcher.string()};
     if (!spec.confine->seccomp) launch.push_back("--no-seccomp");
     // CPU time: every thread of the process counts, so allow several cores' worth of the wall limit.
-    launch.insert(launch.end(), {"--cpu-seconds", std::to_string(static_cast<long>(8 * spec.timeout_s) + 10), "--"});
+    launch.insert(launch.end(), {"--cpu-seconds", std::to_string(static_cast<long>(8 * spec.timeout_s) + 10)});
+    if (spec.confine->memory_mb > 0) launch.insert(launch.end(), {"--max-memory-mb", std::to_string(spec.confine->memory_mb)});
+    // Without a network of its own but loopback, a connection elsewhere is an attempt to report.
+    if (spec.confine->seccomp && spec.confine->sandbox && !spec.confine->sandbox->network) launch.push_back("--loopback-only");
+    launch.push_back("--");
     command.insert(command.begin(), launch.begin(), launch.end());
     if (spec.confine->sandbox) {
       box = *spec.confine->sandbox;
@@ -262,6 +271,7 @@ CaseRun run_case(const RunSpec& spec) {
   MarkerCount markers;
   o.on_output = [&markers](const std::string& piece) { markers.add(piece); };
   o.keep_bytes = 8u << 20;  // the frames are at the end; a flood before them is cut
+  o.max_output_bytes = kMaxCaseOutput;
   CaseRun run;
   run.token = fresh_token();
   run.ranks = spec.ranks;
@@ -316,7 +326,7 @@ CaseRun run_case(const RunSpec& spec) {
       const std::vector<nlohmann::json> found = frames_in(run.process.output, "the test process", rest, run.problems);
       for (const auto& f : found) frames.emplace_back("the test process", f);
       run.process.output = rest;
-      if (found.empty() && !run.process.timed_out && !run.process.failed_to_start) {
+      if (found.empty() && !run.process.timed_out && !run.process.failed_to_start && !run.process.output_exceeded) {
         run.problems.push_back("no report from gpulab-launch: it was stopped before the test process ended (" + run.process.describe() + ")");
       }
       if (!found.empty()) {
@@ -335,6 +345,10 @@ CaseRun run_case(const RunSpec& spec) {
     }
   }
   if (framed) read_frames(run, frames, markers.count);
+  if (run.process.output_exceeded) {
+    run.problems.insert(run.problems.begin(), "killed: the test wrote more than " + std::to_string(kMaxCaseOutput >> 20) +
+                                                  " MiB of output, past the sandbox's limit");
+  }
   write_text(spec.log_dir / (spec.stem + ".log"), run.process.output);
   static const std::regex skipped(R"(gpulab: SKIPPED \d+ \[gpu\] case\(s\): (.*))");
   std::smatch m;
@@ -346,6 +360,11 @@ nlohmann::json Confinement::to_json() const {
   nlohmann::json j = {{"sandboxed", sandbox.has_value()}, {"seccomp", seccomp}};
   if (!sandbox) j["not_sandboxed"] = not_sandboxed;
   if (!seccomp) j["no_seccomp"] = no_seccomp;
+  // The limits each test process ran under (README.md, "The grader").
+  j["limits"] = {{"cpu_seconds", "8 x the case's time limit + 10"},
+                 {"processes_started", seccomp ? nlohmann::json(64) : nlohmann::json(nullptr)},
+                 {"memory_mb", memory_mb > 0 ? nlohmann::json(memory_mb) : nlohmann::json(nullptr)},
+                 {"output_mb", kMaxCaseOutput >> 20}};
   return j;
 }
 
@@ -478,10 +497,13 @@ Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, co
     // A fault the grader injected (--fault) explains the failure; the lab's hints would blame the code.
     const bool injected = std::any_of(run.problems.begin(), run.problems.end(),
                                       [](const std::string& line) { return line.rfind("fault injected", 0) == 0; });
+    const bool limited = std::any_of(run.problems.begin(), run.problems.end(), [](const std::string& line) { return line.rfind("killed: ", 0) == 0; });
     const bool confined = std::any_of(run.problems.begin(), run.problems.end(), [](const std::string& line) {
       return line.find("tampering") != std::string::npos || line.find("sandbox") != std::string::npos;
     });
     hints.insert(injected   ? std::string("the grader injected this fault (--fault): how a run fails when a rank or a link is lost, not a fault in your code")
+                 : limited  ? std::string("each test process has limits (CPU time, memory, processes started, output; README.md, \"The grader\"): "
+                                          "a test needs far less than any of them, so look for a loop that does not end or grows without bound")
                  : confined ? std::string("each test process runs under gpulab-launch, in a sandbox: it runs no other program, writes no record after the "
                                           "test runner's last and prints no launcher report (README.md, \"The grader\")")
                  : p.timed_out ? lab.timeout_hint

@@ -25,6 +25,7 @@ struct Confinement {
   std::string not_sandboxed;
   bool seccomp = true;             ///< the launcher's seccomp filter (off with --no-sandbox)
   std::string no_seccomp;          ///< why there is none ("" when there is)
+  long memory_mb = 0;              ///< each test process's resident memory, at most (GPULAB_LIMIT_MEMORY_MB); 0: no limit
 
   /// For the scorecard's JSON: {"sandboxed", "seccomp", "not_sandboxed", "no_seccomp"}.
   nlohmann::json to_json() const;
@@ -44,6 +45,9 @@ struct CaseRun {
 };
 
 /// How to run a case.
+/// A case's output (both streams, every rank) past which it is stopped: more than any test writes.
+constexpr std::size_t kMaxCaseOutput = std::size_t{256} << 20;
+
 struct RunSpec {
   std::string exe;
   std::string case_name;

@@ -265,10 +265,12 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
   const PointsResult points = score_scorecard(card, lab->points);
   std::cout << "  points: " << points.score << " of " << points.max_score
             << (points.integrity_failed ? " (the integrity check failed: no check earns points)" : "")
-            << "  (lab.json \"points\"; --format gradescope|junit --out FILE writes them)\n";
+            << "  (lab.json \"points\"; --format gradescope|classroom|junit --out FILE writes them)\n";
   if (options.format == "gradescope") {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     write_text(options.out_path, gradescope_results(card, points, seconds).dump(2) + "\n");
+  } else if (options.format == "classroom") {
+    write_text(options.out_path, classroom_results(points).dump(2) + "\n");
   } else if (options.format == "junit") {
     write_text(options.out_path, junit_report(card, points));
   }

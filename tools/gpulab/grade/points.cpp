@@ -1,5 +1,5 @@
 /// @file points.cpp
-/// @brief Points from a scorecard, and Gradescope's and JUnit's formats (points.hpp).
+/// @brief Points from a scorecard, and Gradescope's, GitHub Classroom's and JUnit's formats (points.hpp).
 #include "grade/points.hpp"
 
 #include <algorithm>
@@ -129,6 +129,20 @@ json gradescope_results(const json& scorecard, const PointsResult& points, doubl
   if (points.integrity_failed) out << "; the integrity check failed, so no check earns points";
   return {{"score", points.score}, {"max_score", points.max_score}, {"execution_time", execution_time_s}, {"output", out.str()},
           {"visibility", "visible"}, {"stdout_visibility", "hidden"}, {"tests", tests}, {"leaderboard", board}};
+}
+
+json classroom_results(const PointsResult& points) {
+  json tests = json::array();
+  bool failed = false;
+  for (const ScoredCheck& s : points.checks) {
+    const bool passed = s.status == "pass" && s.score >= s.max_score;
+    failed = failed || !passed;
+    tests.push_back({{"name", s.name},
+                     {"status", passed ? "pass" : "fail"},
+                     {"score", s.score},
+                     {"message", s.visibility == "visible" ? s.output : std::string("(its output is shown after the due date)")}});
+  }
+  return {{"version", 1}, {"status", points.integrity_failed ? "error" : failed ? "fail" : "pass"}, {"max_score", points.max_score}, {"tests", tests}};
 }
 
 std::string junit_report(const json& scorecard, const PointsResult& points) {

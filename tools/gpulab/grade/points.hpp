@@ -1,6 +1,6 @@
 /// @file points.hpp
-/// @brief A grade in points, and in the formats courses read: Gradescope's results.json and JUnit
-/// XML. Works on the scorecard's JSON (Scorecard::to_json, or a file written by grade --json), so
+/// @brief A grade in points, and in the formats courses read: Gradescope's results.json, GitHub
+/// Classroom's autograding result and JUnit XML. Works on the scorecard's JSON (Scorecard::to_json, or a file written by grade --json), so
 /// a saved scorecard can be scored again.
 ///
 /// The rule (lab.json "points", base/lab_config.hpp): correctness, structure and sanitizer checks
@@ -46,6 +46,12 @@ PointsResult score_scorecard(const nlohmann::json& scorecard, const Points& rule
 /// Gradescope's autograder results.json: score, max_score, execution_time, output, tests[] (name,
 /// score, max_score, status passed/failed, output, visibility), leaderboard[] (name, value, order).
 nlohmann::json gradescope_results(const nlohmann::json& scorecard, const PointsResult& points, double execution_time_s);
+
+/// GitHub Classroom's autograding result, as its reporter (education/autograding-grading-reporter)
+/// reads a runner's output once base64-decoded: version 1, status pass/fail/error, max_score, and
+/// tests[] (name, status pass/fail, score, message); the reporter adds up the tests' scores. A
+/// check hidden from students on Gradescope keeps its points but not its output.
+nlohmann::json classroom_results(const PointsResult& points);
 
 /// @p text for XML or HTML text and attributes: &, <, >, " and ' escaped, control characters but
 /// tab and newlines made spaces.

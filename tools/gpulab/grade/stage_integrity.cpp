@@ -34,6 +34,8 @@ void LearnerRuns::arm(const GradeInputs& in) {
     confine_.not_sandboxed = "gpulab-launch could not be built";
     return;
   }
+  // grade-class: each test process's resident memory, at most (MiB), enforced by the launcher.
+  if (const char* mb = std::getenv("GPULAB_LIMIT_MEMORY_MB"); mb != nullptr && std::atol(mb) > 0) confine_.memory_mb = std::atol(mb);
   ProcessOptions ask;
   ask.timeout_s = 20;
   const ProcessResult features = run_process({confine_.launcher.string(), "--features"}, ask);

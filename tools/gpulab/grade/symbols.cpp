@@ -92,7 +92,8 @@ std::vector<NmSymbol> parse_nm(const std::string& nm_output) {
 
 const std::set<std::string>& forbidden_calls() {
   static const std::set<std::string> calls = {
-      "exit", "_exit", "_Exit", "quick_exit", "at_quick_exit", "on_exit", "fork", "vfork", "clone", "clone3", "execv", "execve",
+      "exit", "_exit", "_Exit", "quick_exit", "at_quick_exit", "on_exit", "fork", "vfork", "clone", "clone3", "_Fork", "__fork",
+      "__libc_fork", "__clone", "__clone2", "__clone3", "__vfork", "execv", "execve",
       "execvp", "execvpe", "execl", "execle", "execlp", "fexecve", "posix_spawn", "posix_spawnp", "system", "popen", "dlopen",
       "dlmopen", "dlsym", "dlvsym", "kill", "killpg", "tgkill", "tkill", "pthread_kill", "ptrace", "syscall", "prctl", "unshare",
       "setns", "setenv", "putenv", "unsetenv", "clearenv", "environ", "__environ"};

@@ -1,7 +1,8 @@
 /// @file launch.cpp
 /// @brief gpulab-launch: the trusted parent of one process under test (see README.md).
 ///
-///     gpulab-launch [--no-seccomp] [--cpu-seconds S] [--outputs DIR] -- PROGRAM ARGS...
+///     gpulab-launch [--no-seccomp] [--cpu-seconds S] [--max-processes N] [--max-memory-mb M]
+///                   [--loopback-only] [--outputs DIR] -- PROGRAM ARGS...
 ///     gpulab-launch --features      (prints "seccomp", or "no-seccomp: why")
 ///
 /// Runs PROGRAM with its records on descriptor 3 (GPULAB_REPORT_FD=3), under a seccomp filter
@@ -21,6 +22,11 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/un.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -54,13 +60,20 @@ constexpr std::uint64_t kMaxOutputs = 8ull << 30;  ///< bytes of checked values 
 
 struct Options {
   bool seccomp = true;
-  long cpu_seconds = 0;  ///< 0: no CPU-time limit
+  long cpu_seconds = 0;     ///< 0: no CPU-time limit
+  long max_processes = 64;  ///< processes the program may start (threads do not count); 0: no limit. Needs the filter
+  long max_memory_mb = 0;   ///< resident memory of the program and what it started, summed; 0: no limit
+  bool loopback_only = false;  ///< refuse (and report) a connect() to anything but loopback or a Unix socket. Needs the filter
   std::string outputs;   ///< the folder for the checked values ("": hashed, not kept)
   std::vector<char*> program;
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "gpulab-launch: %s\nusage: gpulab-launch [--no-seccomp] [--cpu-seconds S] [--outputs DIR] -- PROGRAM ARGS...\n", why);
+  std::fprintf(stderr,
+               "gpulab-launch: %s\nusage: gpulab-launch [--no-seccomp] [--cpu-seconds S] [--max-processes N] [--max-memory-mb M] [--loopback-only] "
+               "[--outputs DIR] -- "
+               "PROGRAM ARGS...\n",
+               why);
   std::exit(2);
 }
 
@@ -81,6 +94,12 @@ Options parse(int argc, char** argv) {
       o.seccomp = false;
     } else if (std::strcmp(argv[i], "--cpu-seconds") == 0 && i + 1 < argc) {
       o.cpu_seconds = std::atol(argv[++i]);
+    } else if (std::strcmp(argv[i], "--max-processes") == 0 && i + 1 < argc) {
+      o.max_processes = std::atol(argv[++i]);
+    } else if (std::strcmp(argv[i], "--max-memory-mb") == 0 && i + 1 < argc) {
+      o.max_memory_mb = std::atol(argv[++i]);
+    } else if (std::strcmp(argv[i], "--loopback-only") == 0) {
+      o.loopback_only = true;
     } else if (std::strcmp(argv[i], "--outputs") == 0 && i + 1 < argc) {
       o.outputs = argv[++i];
     } else {
@@ -260,7 +279,7 @@ int receive_fd(int sock, std::string& note) {
 
 #ifdef GPULAB_HAVE_SECCOMP
 /// The filter (see README.md): the listener's descriptor, or -1 and why in @p why.
-int install_filter(std::string& why) {
+int install_filter(const Options& o, std::string& why) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (ctx == nullptr) {
     why = "seccomp_init failed";
@@ -282,6 +301,18 @@ int install_filter(std::string& why) {
   }
   seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(execve), 0);
   seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(execveat), 0);
+  if (o.max_processes > 0) {
+    // A new process (not a thread) comes to the launcher, which counts it: fork, vfork, and clone
+    // without CLONE_THREAD (what fork(), posix_spawn and system() make). clone3 passes its flags
+    // in memory, which a filter cannot read: it is answered ENOSYS, and glibc then uses clone.
+    seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(fork), 0);
+    seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(vfork), 0);
+    seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+  }
+  // In a sandbox without a network (only loopback), a connection elsewhere cannot succeed: the
+  // filter makes the attempt seen, so that it is reported.
+  if (o.loopback_only) seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
   const int rc = seccomp_load(ctx);
   if (rc != 0) {
     why = std::string("seccomp_load failed: ") + std::strerror(-rc);
@@ -316,7 +347,7 @@ int install_filter(std::string& why) {
     std::string why = "built without libseccomp";
     int listener = -1;
 #ifdef GPULAB_HAVE_SECCOMP
-    listener = install_filter(why);
+    listener = install_filter(o, why);
 #endif
     send_fd(sock, listener, listener >= 0 ? "" : why);
     if (listener >= 0) close(listener);
@@ -330,6 +361,25 @@ int install_filter(std::string& why) {
 }
 
 /// Kills what the program left running; returns how many there were.
+/// Resident memory of @p pid in MiB (0 when it is gone).
+long resident_mb(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/statm", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return 0;
+  long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%ld %ld", &size, &resident);
+  std::fclose(f);
+  static const long page = sysconf(_SC_PAGESIZE);
+  return got == 2 ? resident * page / (1 << 20) : 0;
+}
+
+/// Kills the program and everything it started, now (a limit was passed).
+void kill_tree(pid_t child) {
+  kill(child, SIGKILL);
+  for (pid_t pid : gpulab::cli::descendants(getpid())) kill(pid, SIGKILL);
+}
+
 int kill_leftovers() {
   int count = 0;
   for (int round = 0; round < 5; ++round) {
@@ -359,6 +409,37 @@ std::string read_string(pid_t pid, std::uint64_t address) {
 #endif
 
 volatile pid_t g_child = 0;
+
+#ifdef GPULAB_HAVE_SECCOMP
+/// Where a connect() goes, read from the caller's memory: "" for loopback or a Unix socket (let
+/// through), else the address as text ("93.184.216.34:80", "[2606:2800::1]:443", "family 17").
+std::string outside_address(pid_t pid, std::uint64_t address, std::uint64_t length) {
+  sockaddr_storage a{};
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/mem", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "an address the launcher could not read";
+  const ssize_t n = pread(fd, &a, std::min<std::uint64_t>(length, sizeof a), static_cast<off_t>(address));
+  close(fd);
+  if (n < static_cast<ssize_t>(sizeof(sa_family_t))) return "an address the launcher could not read";
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (a.ss_family == AF_UNIX) return "";
+  if (a.ss_family == AF_INET && n >= static_cast<ssize_t>(sizeof(sockaddr_in))) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
+    if ((ntohl(in->sin_addr.s_addr) >> 24) == 127) return "";
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    return std::string(text) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  if (a.ss_family == AF_INET6 && n >= static_cast<ssize_t>(sizeof(sockaddr_in6))) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return "";
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127) return "";
+    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
+    return "[" + std::string(text) + "]:" + std::to_string(ntohs(in6->sin6_port));
+  }
+  return "family " + std::to_string(a.ss_family);
+}
+#endif
 
 /// SIGTERM, SIGINT, SIGHUP (mpirun stopping its ranks, the grader's time limit): passed on to the
 /// program, whose ending the launcher then reports as usual.
@@ -427,6 +508,12 @@ int main(int argc, char** argv) {
   nlohmann::json refused = nlohmann::json::array();
   int status = 0;
   bool ended = false;
+  std::string limit;       // a limit the launcher enforced by killing the program ("" when none)
+  long started = 0;        // processes the program started (under the filter)
+  long peak_mb = 0;        // the most resident memory seen, summed over the program's processes
+  auto memory_checked = std::chrono::steady_clock::now();
+  auto tree_checked = memory_checked;
+  long tree_mb = 0;        // the program's descendants' share, read less often (a /proc walk)
   const auto drain = [&](int fd) {
     char buffer[65536];
     const ssize_t n = read(fd, buffer, sizeof buffer);
@@ -449,7 +536,7 @@ int main(int argc, char** argv) {
 #endif
   while (!ended) {
     pollfd fds[3] = {{records_open ? records[0] : -1, POLLIN, 0}, {listener, POLLIN, 0}, {exited, POLLIN, 0}};
-    const int ready = poll(fds, 3, 50);
+    const int ready = poll(fds, 3, o.max_memory_mb > 0 ? 10 : 50);
     if (ready > 0 && (fds[0].revents & (POLLIN | POLLHUP)) != 0) {
       if (drain(records[0]) == 0) records_open = false;
     }
@@ -459,7 +546,26 @@ int main(int argc, char** argv) {
       if (seccomp_notify_receive(listener, request) == 0) {
         std::memset(response, 0, sizeof *response);
         response->id = request->id;
-        if (!exec_done && request->pid == static_cast<__u32>(child)) {
+        const int nr = request->data.nr;
+        if (nr == SCMP_SYS(connect)) {
+          const std::string where = outside_address(static_cast<pid_t>(request->pid), request->data.args[1], request->data.args[2]);
+          if (where.empty()) {
+            response->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+          } else {
+            refused.push_back({{"call", "connect"}, {"path", where}});
+            response->error = -ENETUNREACH;
+          }
+        } else if (nr == SCMP_SYS(fork) || nr == SCMP_SYS(vfork) || nr == SCMP_SYS(clone)) {
+          if (++started <= o.max_processes) {
+            response->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+          } else {
+            response->error = -EAGAIN;
+            if (limit.empty()) {
+              limit = "started more than " + std::to_string(o.max_processes) + " processes (a fork bomb?)";
+              kill_tree(child);
+            }
+          }
+        } else if (!exec_done && request->pid == static_cast<__u32>(child)) {
           exec_done = true;  // the test program itself
           response->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
         } else {
@@ -475,6 +581,24 @@ int main(int argc, char** argv) {
       listener = -1;
     }
 #endif
+    if (o.max_memory_mb > 0 && limit.empty()) {
+      // Resident memory, the program every 10 ms, its descendants (a walk of /proc) every 200 ms.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - memory_checked >= std::chrono::milliseconds(10)) {
+        memory_checked = now;
+        if (now - tree_checked >= std::chrono::milliseconds(200)) {
+          tree_checked = now;
+          tree_mb = 0;
+          for (pid_t pid : gpulab::cli::descendants(child)) tree_mb += resident_mb(pid);
+        }
+        const long mb = resident_mb(child) + tree_mb;
+        peak_mb = std::max(peak_mb, mb);
+        if (mb > o.max_memory_mb) {
+          limit = "used more than " + std::to_string(o.max_memory_mb) + " MiB of memory (" + std::to_string(mb) + " MiB resident)";
+          kill_tree(child);
+        }
+      }
+    }
     const pid_t done = waitpid(child, &status, WNOHANG);
     if (done == child) ended = true;
   }
@@ -502,8 +626,11 @@ int main(int argc, char** argv) {
   if (!filtered) frame["seccomp_note"] = seccomp_note;
   if (const char* rank = std::getenv("OMPI_COMM_WORLD_RANK")) frame["rank"] = std::atoi(rank);
   if (WIFEXITED(status)) frame["exit"] = WEXITSTATUS(status);
+  if (o.max_memory_mb > 0) frame["peak_memory_mb"] = peak_mb;
+  if (o.max_processes > 0 && filtered) frame["processes_started"] = started;
   if (WIFSIGNALED(status)) {
     frame["signal"] = WTERMSIG(status);
+    if (!limit.empty()) frame["limit"] = limit;
     if (WTERMSIG(status) == SIGXCPU) frame["limit"] = "used more than " + std::to_string(o.cpu_seconds) + " s of CPU time";
     if (WTERMSIG(status) == SIGXFSZ) frame["limit"] = "wrote a file larger than 4 GiB";
     if (WTERMSIG(status) == SIGSYS) frame["limit"] = "made a system call of another architecture (int $0x80), which the filter refuses";
