@@ -59,10 +59,19 @@ std::optional<std::vector<CaseInfo>> list_cases(const GradeInputs& in, Scorecard
 }
 
 /// Runs @p c on @p exe (natively, or on the emulator) and judges it; @p outputs: which of its
-/// checks' values come back (RunSpec::outputs).
+/// checks' values come back (RunSpec::outputs). @p trusted: the reference's own run while a
+/// submission is graded, which holds no learner code: under gpulab-launch and its filter like
+/// every run, but outside bubblewrap (whose 12-15 ms a process were most of the sandbox's cost).
 Check run_and_judge(const GradeInputs& in, LearnerRuns& runs, const CaseInfo& c, const std::string& exe, int w, bool emulated,
-                    const JudgeContext& judge, const std::string& outputs = "") {
-  RunSpec spec{exe, c.name, w, judge.timeout_s, in.seed, in.log_dir, runs.next_stem(), {}, &runs.confinement(), outputs};
+                    const JudgeContext& judge, const std::string& outputs = "", bool trusted = false) {
+  Confinement unboxed;
+  const Confinement* confine = &runs.confinement();
+  if (trusted) {
+    unboxed = runs.confinement();
+    unboxed.sandbox.reset();
+    confine = &unboxed;
+  }
+  RunSpec spec{exe, c.name, w, judge.timeout_s, in.seed, in.log_dir, runs.next_stem(), {}, confine, outputs};
   return emulated ? emulate_case(c, exe, in.lab, spec, judge) : judge_case(c, run_case(spec), in.lab, judge);
 }
 
@@ -77,7 +86,7 @@ const ReferenceRun* reference_run(const GradeInputs& in, Built& built, LearnerRu
   JudgeContext judge;
   judge.timeout_s = in.lab.timeout_s;
   judge.gpu_missing = built.gpu_missing;
-  const Check ran = run_and_judge(in, runs, c, exe, w, emulated, judge);
+  const Check ran = run_and_judge(in, runs, c, exe, w, emulated, judge, "", /*trusted=*/true);
   if (ran.status != Status::kPass && ran.status != Status::kEmuPass) return known;
   profile.put(key, {ran.data.value("assertions", -1L), ran.seconds / (emulated ? 2.0 : 1.0), in.seed});
   return profile.find(key);
@@ -146,8 +155,8 @@ Check graded_case(const GradeInputs& in, Built& built, LearnerRuns& runs, const 
     trusted.gpu_missing = built.gpu_missing;
     trusted.timeout_s = in.case_timeout();
     const std::string reference_exe = in.lab.build.variant(emulated ? "emu_ref" : "ref")->exe;
-    Check ran = run_and_judge(in, runs, c, reference_exe, w, emulated, trusted, "all");
-    if (!passed(ran)) ran = run_and_judge(in, runs, c, reference_exe, w, emulated, trusted, "all");  // once more: a loaded machine
+    Check ran = run_and_judge(in, runs, c, reference_exe, w, emulated, trusted, "all", /*trusted=*/true);
+    if (!passed(ran)) ran = run_and_judge(in, runs, c, reference_exe, w, emulated, trusted, "all", /*trusted=*/true);  // once more: a loaded machine
     if (passed(ran)) {
       profile.put(key, {ran.data.value("assertions", -1L), ran.seconds / (emulated ? 2.0 : 1.0), in.seed});
       judge_outside(check, ran, emulated);
