@@ -113,6 +113,11 @@ Check measure_case(const GradeInputs& in, const Built& built, const Diagnosis& d
       if (why.status != Status::kPass) {
         check.details.push_back(std::string(mine && !in.graded_is_reference() ? "learner" : "reference") + " run " + r.process.describe() +
                                 (why.details.empty() ? std::string() : ": " + why.details.front()));
+        // Every rank's problem, not only the first: a rank that ended early is usually the cause
+        // of the others' missing reports (the first CI run with the new limits lost this).
+        for (std::size_t k = 1; k < why.details.size() && k < 6; ++k) check.details.push_back(why.details[k]);
+        check.details.push_back("its logs: " + (in.log_dir / (run.stem + ".log")).string() +
+                                (run.ranks > 0 ? " and " + (in.log_dir / (run.stem + "-ranks")).string() + "/" : std::string()));
         check.hints = why.hints;
         return check;
       }
