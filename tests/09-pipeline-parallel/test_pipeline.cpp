@@ -432,8 +432,24 @@ struct Trace {
   double open = 0.0;  ///< when the chunk's forward or backward running now started
 };
 
+/// The sleep mode's stand-in for a chunk's compute: @p ms milliseconds during which MPI still moves
+/// messages, as it would beside real compute with a progress thread or a GPU doing the work. The
+/// messages between stages are 8 KiB, above the shared-memory transport's 4 KiB eager limit: a
+/// send then needs its sender inside MPI once the receiver has answered, and a sender asleep for
+/// 40 ms held its receiver that long. On the H200 machine (2026-12-04) one such stall (60 ms) put
+/// 1F1B at p = 4, m = 3 5.4 points above the tests' own executor, which draws the same stalls at
+/// random. The gate measures the schedule; here, neither executor's progress luck.
+void compute_for(int ms) {
+  const double until = gpulab::dist::now() + 1e-3 * ms;
+  for (double left = until - gpulab::dist::now(); left > 0; left = until - gpulab::dist::now()) {
+    int flag = 0;
+    PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);  // drives MPI's progress; receives nothing
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(left, 1e-3)));
+  }
+}
+
 /// A layer that runs another and notes when a chunk's forward or backward starts and ends (a
-/// chunk's first and last layer know they are), sleeping there in the sleep mode.
+/// chunk's first and last layer know they are), "computing" there in the sleep mode (compute_for).
 class Timed final : public nn::Layer {
  public:
   Timed(std::unique_ptr<nn::Layer> inner, bool first, bool last, Trace* trace, int forward_ms, int backward_ms)
@@ -441,7 +457,7 @@ class Timed final : public nn::Layer {
   nn::Tensor forward(const nn::Tensor& x, nn::Saved& saved) const override {
     if (first_) {
       if (trace_) trace_->open = gpulab::dist::now();
-      if (forward_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(forward_ms_));
+      if (forward_ms_ > 0) compute_for(forward_ms_);
     }
     nn::Tensor y = inner_->forward(x, saved);
     if (last_ && trace_) trace_->spans.push_back({"forward", trace_->open, gpulab::dist::now()});
@@ -450,7 +466,7 @@ class Timed final : public nn::Layer {
   nn::Tensor backward(const nn::Tensor& dy, const nn::Saved& saved) override {
     if (last_) {
       if (trace_) trace_->open = gpulab::dist::now();
-      if (backward_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(backward_ms_));
+      if (backward_ms_ > 0) compute_for(backward_ms_);
     }
     nn::Tensor dx = inner_->backward(dy, saved);
     if (first_ && trace_) trace_->spans.push_back({"backward", trace_->open, gpulab::dist::now()});

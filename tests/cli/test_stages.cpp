@@ -81,6 +81,15 @@ TEST_CASE("the sanitizer's own report lines are kept and its summary dropped", "
   CHECK(sanitizer_hint("racecheck").find("__syncthreads") != std::string::npos);
 }
 
+TEST_CASE("the sanitizer runs the small GPU cases that time nothing", "[cpu]") {
+  CHECK(sanitizable(kGpuCase));
+  CHECK_FALSE(sanitizable(kCpuCase));
+  // Lab 02's timed comparisons failed under memcheck on the H200 (its slowdown, not a finding).
+  CHECK_FALSE(sanitizable(CaseInfo{"gpu", "padding beats the unpadded tile", "[gpu][timing][02.3]", ""}));
+  CHECK_FALSE(sanitizable(CaseInfo{"gpu", "saxpy speed", "[gpu][perf]", ""}));
+  CHECK_FALSE(sanitizable(CaseInfo{"gpu", "n = 2^31", "[gpu][big]", ""}));
+}
+
 TEST_CASE("a case is judged from its exit and its records", "[cpu]") {
   const LabConfig lab = a_lab();
   CHECK(judge_case(kCpuCase, a_run(0), lab, within(10)).status == Status::kPass);

@@ -214,6 +214,9 @@ struct CaseInfo {
   std::string file;   ///< the test file that defines it ("test_gemm.cpp"), where the listing says
   bool has_tag(const std::string& tag) const { return tags.find("[" + tag + "]") != std::string::npos; }
   bool perf() const { return has_tag("perf"); }
+  /// Whether the case measures time: a speed case ([perf]) or a timed comparison ([timing]). Such a
+  /// case asks nothing of a sanitizer or an emulator, whose slowdown would only fail it.
+  bool measures() const { return perf() || has_tag("timing"); }
   bool stretch() const { return has_tag("stretch"); }
   /// The TODO ids among the tags ("03.2"), for the lab @p number.
   std::vector<std::string> todos(const std::string& number) const;

@@ -23,7 +23,7 @@ bool mentions_unsupported(const Check& c) {
 
 }  // namespace
 
-bool emulable(const CaseInfo& c) { return c.where == "gpu" && !c.perf() && !c.has_tag("timing"); }
+bool emulable(const CaseInfo& c) { return c.where == "gpu" && !c.measures(); }
 
 Status emulated_status(const Check& judged) {
   switch (judged.status) {

@@ -139,6 +139,9 @@ std::vector<std::string> forbidden_in_nm(const std::string& nm_output, const For
 std::vector<std::string> sanitizer_findings(const std::string& output, int keep = 6);
 /// The hint for a finding of @p tool (memcheck, racecheck, synccheck, initcheck).
 std::string sanitizer_hint(const std::string& tool);
+/// Whether --sanitize runs case @p c: a [gpu] case that neither times anything ([perf], [timing])
+/// nor is [big]. The H200's first --sanitize failed lab 02's two timed comparisons under memcheck.
+bool sanitizable(const CaseInfo& c);
 
 /// A figure measured across a cluster against the link's rate (PerfSpec::min_fraction_of_link).
 struct LinkJudgement {

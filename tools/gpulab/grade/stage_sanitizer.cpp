@@ -1,5 +1,6 @@
 /// @file stage_sanitizer.cpp
-/// @brief The sanitizer stage (--sanitize): compute-sanitizer's four tools over every small [gpu] correctness case.
+/// @brief The sanitizer stage (--sanitize): compute-sanitizer's four tools over every small [gpu] correctness case
+/// (not the cases that time something: under the tools' slowdown their comparisons mean nothing).
 #include <set>
 #include <sstream>
 
@@ -24,6 +25,8 @@ std::string sanitizer_hint(const std::string& tool) {
   return "memory read before anything was written to it";
 }
 
+bool sanitizable(const CaseInfo& c) { return c.where == "gpu" && !c.measures() && !c.has_tag("big"); }
+
 namespace {
 
 std::string find_sanitizer() {
@@ -41,7 +44,7 @@ Check sanitize_with(const GradeInputs& in, const Correctness& correct, LearnerRu
   check.where = Where::kGpu;
   check.status = Status::kPass;
   for (const CaseInfo& c : correct.cases) {
-    if (c.where != "gpu" || c.perf() || c.has_tag("big")) continue;
+    if (!sanitizable(c)) continue;
     ProcessOptions o;
     o.timeout_s = 10 * in.case_timeout();
     o.env = {{"GPULAB_SMALL", "1"}, {"GPULAB_SEED", std::to_string(in.seed)}};
@@ -77,7 +80,7 @@ bool stage_sanitizer(const GradeInputs& in, const Built& built, const Correctnes
   // no row — a row over no case would pass having checked nothing.
   std::set<int> parts;
   for (const CaseInfo& c : correct.cases) {
-    if (c.where == "gpu" && !c.perf() && !c.has_tag("big")) parts.insert(part_of(in.lab, c));
+    if (sanitizable(c)) parts.insert(part_of(in.lab, c));
   }
   if (parts.empty()) return true;
   const std::string sanitizer = find_sanitizer();

@@ -280,6 +280,11 @@ int cluster_command(const Paths& paths, const std::string& action, const Cluster
     std::cout << "gpulab cluster up: " << bad << "\n";
     return 2;
   }
+  // ip and tc (iproute2) build the namespaces; ./gpulab installs them where apt-get can run.
+  if (!quiet({"ip", "-V"}).exited(0)) {
+    std::cout << "gpulab cluster up: needs iproute2's ip and tc, which are not here: apt-get install iproute2\n";
+    return 2;
+  }
   if (const std::string left = take_down(plan.prefix); !left.empty()) {
     std::cout << "gpulab cluster up: what an earlier cluster left could not be removed: " << left << "\n";
     return 1;
