@@ -14,11 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "base/files.hpp"
 #include "base/process.hpp"
 #include "run/cluster.hpp"
 #include "run/mpi.hpp"
 
 using gpulab::cli::ClusterPlan;
+namespace fs = std::filesystem;
 
 namespace {
 bool has(const std::vector<std::vector<std::string>>& commands, const std::vector<std::string>& c) {
@@ -42,7 +44,7 @@ struct ScratchCluster {
   ClusterPlan plan;
   std::string pingpong = pingpong_program();
   gpulab::cli::ProcessOptions options;  ///< for run_mpi: 120 s
-  ScratchCluster(const std::string& prefix, const std::string& subnet) {
+  ScratchCluster(const std::string& prefix, const std::string& subnet, const std::string& with = "") {
     options.timeout_s = 120;
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
@@ -54,6 +56,7 @@ struct ScratchCluster {
     plan.link_rate = "1gbit";
     plan.prefix = prefix;
     plan.subnet = subnet;
+    plan.with = with;
     up = gpulab::cli::cluster_command(paths, "up", plan) == 0;
     gpulab::cli::set_mpi_placement(gpulab::cli::cluster_mpirun_args(plan, gpulab::cli::cluster_agent_path(paths)));
   }
@@ -184,6 +187,109 @@ TEST_CASE("a two-node cluster over a 1 Gbit/s link moves bytes at the link rate 
   // down: kills what runs inside, removes namespaces, veths and the bridge.
   CHECK(gpulab::cli::cluster_command(paths, "down", p) == 0);
   CHECK(gpulab::cli::discover_cluster("gpltest").empty());
+}
+
+TEST_CASE("with ssh the nodes are reached over ssh with a hostfile and the grader's environment is exported", "[cpu]") {
+  ClusterPlan p;
+  p.nodes = 2;
+  p.ranks_per_node = 3;
+  p.with = "ssh";
+  CHECK(gpulab::cli::check_plan(p).empty());
+  const auto a = gpulab::cli::cluster_mpirun_args(p, "/x/cluster/agent.sh");
+  const auto at = [&](const std::string& key) { return std::find(a.begin(), a.end(), key); };
+  CHECK(at("-H") == a.end());
+  REQUIRE(at("--hostfile") != a.end());
+  CHECK(*(at("--hostfile") + 1) == "/x/cluster/ssh/hostfile");
+  CHECK(*(at("plm_rsh_agent") + 1) == "ssh");
+  CHECK(*(at("plm_rsh_args") + 1) == "-F /x/cluster/ssh/ssh_config");
+  CHECK(*(at("btl_tcp_if_include") + 1) == "10.213.0.0/24");
+  CHECK(gpulab::cli::cluster_hostfile(p) == "gpulab-n0 slots=3\ngpulab-n1 slots=3\n");
+  const std::string client = gpulab::cli::cluster_ssh_config(p, "/x/cluster/ssh");
+  CHECK(client.find("Host gpulab-n1\n  HostName 10.213.0.11\n") != std::string::npos);
+  CHECK(client.find("BatchMode yes") != std::string::npos);  // never a password prompt
+  const std::string server = gpulab::cli::cluster_sshd_config(p, 1, "/x/cluster/ssh");
+  CHECK(server.find("ListenAddress 10.213.0.11\n") != std::string::npos);
+  CHECK(server.find("PasswordAuthentication no") != std::string::npos);
+  p.with = "telnet";
+  CHECK(gpulab::cli::check_plan(p).find("--with") != std::string::npos);
+  // The environment the grader adds, and this process's GPULAB_* variables, go to every rank by name.
+  setenv("GPULAB_TEST_EXPORTED", "1", 1);
+  const auto names = gpulab::cli::mpi_exports({{"GPULAB_RUN_TOKEN", "t"}, {"NVIDIA_TF32_OVERRIDE", "0"}});
+  unsetenv("GPULAB_TEST_EXPORTED");
+  for (const char* name : {"GPULAB_RUN_TOKEN", "NVIDIA_TF32_OVERRIDE", "GPULAB_TEST_EXPORTED"}) {
+    CHECK(std::find(names.begin(), names.end(), name) != names.end());
+  }
+  const auto argv = gpulab::cli::mpirun_argv(2, "/x/logs", {"prog"}, {"GPULAB_RUN_TOKEN"});
+  const auto x = std::find(argv.begin(), argv.end(), "-x");
+  REQUIRE(x != argv.end());
+  CHECK(*(x + 1) == "GPULAB_RUN_TOKEN");
+}
+
+TEST_CASE("hostfiles are read as OpenMPI reads them and a real cluster keeps its own transport", "[cpu]") {
+  std::string error;
+  const auto hosts = gpulab::cli::parse_hostfile("# the lab's nodes\nnode07 slots=4\n\nnode08   # two cores\nnode09 slots=2 max_slots=8\n", error);
+  REQUIRE(hosts.size() == 3);
+  CHECK(hosts[0].name == "node07");
+  CHECK(hosts[0].slots == 4);
+  CHECK(hosts[1].slots == 1);
+  CHECK(hosts[2].slots == 2);
+  CHECK(gpulab::cli::parse_hostfile("node07 slots=0\n", error).empty());
+  CHECK(error.find("line 1") != std::string::npos);
+  CHECK(gpulab::cli::parse_hostfile("node07;reboot slots=2\n", error).empty());
+  CHECK(error.find("not a host name") != std::string::npos);
+  CHECK(gpulab::cli::parse_hostfile("# nothing\n", error).empty());
+  CHECK(error.find("no host") != std::string::npos);
+  const auto forced = [](const std::vector<std::string>& argv) { return std::find(argv.begin(), argv.end(), "pml") != argv.end(); };
+  gpulab::cli::set_mpi_placement(gpulab::cli::hostfile_mpirun_args("/x/hosts"), false);
+  const auto real = gpulab::cli::mpirun_argv(4, "/x/logs", {"prog"});
+  gpulab::cli::set_mpi_placement({});
+  CHECK_FALSE(forced(real));
+  CHECK(std::find(real.begin(), real.end(), "/x/hosts") != real.end());
+  CHECK(forced(gpulab::cli::mpirun_argv(4, "/x/logs", {"prog"})));  // one node: ob1, as the tests assume
+  setenv("OMPI_MCA_plm_rsh_args", "-F /x/ssh_config", 1);
+  const auto probe = gpulab::cli::probe_ssh_argv("node07", "true");
+  unsetenv("OMPI_MCA_plm_rsh_args");
+  CHECK(probe == std::vector<std::string>{"ssh", "-F", "/x/ssh_config", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "node07", "true"});
+}
+
+TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the grader's environment and a hostfile's checks", "[cpu][cluster][ssh]") {
+  ScratchCluster cluster("gplssh", "10.213.7", "ssh");
+  REQUIRE(cluster.up);
+  const gpulab::cli::Paths& paths = cluster.paths;
+  const ClusterPlan& p = cluster.plan;
+  const fs::path ssh_dir = gpulab::cli::cluster_agent_path(paths).parent_path() / "ssh";
+  // Each rank says where it runs and what it was given: a variable of the run (ProcessOptions.env)
+  // reaches it only through mpirun's -x, since ssh passes no environment.
+  gpulab::cli::ProcessOptions o = cluster.options;
+  o.env["GPULAB_PROBE_VALUE"] = "42";
+  const auto run = gpulab::cli::run_mpi(2, paths.root / "logs-env", {"sh", "-c", "echo host=$(hostname) value=$GPULAB_PROBE_VALUE"}, o);
+  INFO(run.process.output);
+  CHECK(run.process.exited(0));
+  REQUIRE(run.rank_output.size() == 2);
+  CHECK(run.rank_output[0].find("host=gplssh-n0 value=42") != std::string::npos);
+  CHECK(run.rank_output[1].find("host=gplssh-n1 value=42") != std::string::npos);
+  // MPI across the nodes over ssh: the ping-pong's all-reduce, exact on both ranks.
+  const auto pp = gpulab::cli::run_mpi(2, paths.root / "logs-pp", {cluster.pingpong}, cluster.options);
+  INFO(pp.process.output + (pp.rank_output.empty() ? "" : pp.rank_output[0]));
+  CHECK(pp.process.exited(0));
+  CHECK((pp.rank_output.empty() ? "" : pp.rank_output[0]).find("allreduce_exact 2") != std::string::npos);
+  // The checks before a --hostfile grade, against the real sshds: every host answers and sees the
+  // tree; a host that does not exist is named, within the timeout, never a hang.
+  setenv("OMPI_MCA_plm_rsh_args", ("-F " + (ssh_dir / "ssh_config").string()).c_str(), 1);
+  std::string error;
+  const auto hosts = gpulab::cli::parse_hostfile(gpulab::cli::cluster_hostfile(p), error);
+  const fs::path shared = paths.root / "probe-file";
+  gpulab::cli::write_text(shared, "probe-file\n");
+  CHECK(gpulab::cli::hostfile_problem(hosts, shared).empty());
+  CHECK(gpulab::cli::hostfile_problem(hosts, paths.root / "not-there").find("does not see") != std::string::npos);
+  const std::string unreachable = gpulab::cli::hostfile_problem({{"gplssh-n0", 1}, {"10.213.7.99", 1}}, shared);
+  unsetenv("OMPI_MCA_plm_rsh_args");
+  CHECK(unreachable.find("host 10.213.7.99") != std::string::npos);
+  // down: the sshds were processes in the namespaces; nothing of them, or of the files, is left.
+  CHECK(gpulab::cli::cluster_command(paths, "down", p) == 0);
+  CHECK(gpulab::cli::discover_cluster("gplssh").empty());
+  CHECK_FALSE(fs::exists(ssh_dir));
+  CHECK(gpulab::cli::processes_running(ssh_dir.string()).empty());
 }
 
 TEST_CASE("faults are parsed from link-down:NODE@SECONDS and kill:RANK@SECONDS", "[cpu]") {

@@ -203,9 +203,15 @@ int run_tests(int argc, char** argv, DeviceProbeFn probe) {
   // Probed only when a [cluster] case is selected: the probe makes a namespace.
   const bool wants_cluster = std::any_of(selected.begin(), selected.end(), [](const Catch::TestCase& tc) { return has_tag(tc, "cluster"); });
   const std::string cluster_why_not = wants_cluster ? cluster_unavailable() : std::string();
+  // [ssh] cluster cases start an sshd in each node: OpenSSH's server too (./gpulab installs it
+  // along with iproute2 where apt-get can run).
+  const std::string ssh_why_not = access("/usr/sbin/sshd", X_OK) == 0 ? "" : "needs OpenSSH's server (/usr/sbin/sshd: apt-get install openssh-server)";
+  std::vector<std::string> ssh_names;
   for (const auto& tc : selected) {
     if (has_tag(tc, "cluster") && !cluster_why_not.empty()) {
       cluster_names.push_back(tc.name);
+    } else if (has_tag(tc, "ssh") && !ssh_why_not.empty()) {
+      ssh_names.push_back(tc.name);
     } else {
       (kind_of(tc) == Kind::kGpu ? gpu_names : cpu_names).push_back(tc.name);
     }
@@ -214,6 +220,10 @@ int run_tests(int argc, char** argv, DeviceProbeFn probe) {
   if (!cluster_names.empty()) {
     std::printf("gpulab: SKIPPED %zu [cluster] case(s): %s\n", cluster_names.size(), cluster_why_not.c_str());
     for (const auto& name : cluster_names) skipped.emplace_back(name, cluster_why_not);
+  }
+  if (!ssh_names.empty()) {
+    std::printf("gpulab: SKIPPED %zu [ssh] case(s): %s\n", ssh_names.size(), ssh_why_not.c_str());
+    for (const auto& name : ssh_names) skipped.emplace_back(name, ssh_why_not);
   }
   const bool needs_gpu = !gpu_names.empty();
 

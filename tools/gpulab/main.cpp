@@ -56,6 +56,8 @@ Command grade_command(CLI::App& app, const cli::Paths& paths) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("--link-rate", o.link_rate, "with --nodes: the link rate the cluster must have been made with (e.g. 1gbit)");
   cmd->add_option("--fault", o.faults, "with --nodes: link-down:NODE@SECONDS or kill:RANK@SECONDS in every distributed run (repeatable)");
+  cmd->add_option("--hostfile", o.hostfile,
+                  "distributed labs: run the ranks on a real cluster's hosts (an OpenMPI hostfile; mpirun reaches them over ssh; the course's tree must be on a filesystem they all mount)");
   return {cmd, [&paths, seed_opt] {
             if (*seed_opt) o.seed = seed;
             return cli::grade_and_record(paths, o, plot);
@@ -153,6 +155,8 @@ Command cluster_command(CLI::App& app, const cli::Paths& paths) {
   cmd->add_option("--nodes", plan.nodes, "up: how many nodes (network namespaces)")->check(CLI::Range(1, 64));
   cmd->add_option("--link-rate", plan.link_rate, "up: every node's link rate, as tc says it (100mbit, 1gbit, 10gbit); default unshaped");
   cmd->add_option("--ranks-per-node", plan.ranks_per_node, "up: MPI slots per node")->check(CLI::Range(1, 64));
+  cmd->add_option("--with", plan.with, "up: ssh starts an sshd in each node and mpirun reaches the nodes over ssh with a hostfile (default: ip netns exec)")
+      ->check(CLI::IsMember({"ssh"}));
   return {cmd, [&paths] { return cli::cluster_command(paths, action, plan); }};
 }
 

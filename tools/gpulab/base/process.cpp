@@ -177,6 +177,42 @@ void stop_group(pid_t pid, int& status) {
 
 }  // namespace
 
+int start_daemon(const std::vector<std::string>& argv, double timeout_s) {
+  if (argv.empty()) return -1;
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setsid();  // its own session: no signal meant for this process group reaches the daemon
+    const int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, 0);
+      dup2(null, 1);
+      dup2(null, 2);
+    }
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0, code = -1;
+  if (pid > 0) {
+    const auto start = Clock::now();
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (since(start) > timeout_s) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        status = -1;
+        break;
+      }
+      usleep(2000);
+    }
+    code = status == -1 ? 124 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  prctl(PR_SET_CHILD_SUBREAPER, 1);  // as run_process set it
+  return code;
+}
+
 ProcessResult run_process(const std::vector<std::string>& plain_argv, const ProcessOptions& options) {
   if (g_interrupt != 0) throw Interrupted(g_interrupt);
   const std::vector<std::string> argv = options.sandbox != nullptr ? sandboxed_argv(plain_argv, *options.sandbox) : plain_argv;

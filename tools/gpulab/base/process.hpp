@@ -51,6 +51,14 @@ struct ProcessOptions {
 /// command and everything below it were killed and reaped first.
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options = {});
 
+/// Runs @p argv, a command that starts a daemon and returns (`sshd` forks one once it listens),
+/// so that the daemon outlives this call and this process: run_process kills every process below
+/// this one (it is a child subreaper), so here that is switched off until the command has
+/// returned and its daemon has gone to init. Returns the command's exit code (-1 if it could not
+/// start, 124 after @p timeout_s). The daemon is its starter's to stop (`cluster down` kills
+/// every process in its namespaces).
+int start_daemon(const std::vector<std::string>& argv, double timeout_s = 10);
+
 /// Why commands cannot be sandboxed here ("" when they can): bubblewrap (bwrap) missing, or
 /// unable to make its namespaces (no user namespaces and not root).
 const std::string& sandbox_missing();

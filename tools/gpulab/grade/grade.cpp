@@ -103,13 +103,64 @@ std::string cluster_problem(const Paths& paths, const GradeOptions& options, con
   return "";
 }
 
+/// Why --hostfile cannot be honoured ("" when it can): a lab that is not distributed, --nodes as
+/// well, a hostfile that cannot be read, a host that does not answer over ssh or does not see the
+/// course's tree. When it can, every mpirun from now on goes across the hosts. @p hosts: the hosts.
+std::string hostfile_setup(const Paths& paths, const GradeOptions& options, const LabConfig& lab, std::vector<HostfileHost>& hosts) {
+  if (!lab.distributed()) return "--hostfile is for the distributed labs (07 onwards): lab " + lab.number + " runs in one process";
+  if (options.nodes > 0) return "--hostfile and --nodes are two launchers (a real cluster's hosts, this machine's namespaces): choose one";
+  if (!options.faults.empty()) return "--fault is injected into this machine's namespaces (--nodes), not into a real cluster";
+  std::string text, error;
+  try {
+    text = read_text(options.hostfile);
+  } catch (const std::exception&) {
+    return "cannot read the hostfile " + options.hostfile;
+  }
+  hosts = parse_hostfile(text, error);
+  if (hosts.empty()) return "the hostfile " + options.hostfile + ": " + error;
+  // The records come home through the course's tree, which every host must see: a file of this
+  // grade's, read back on each host over ssh.
+  const fs::path probe = paths.build / "grade" / (".hostfile-probe-" + std::to_string(getpid()));
+  fs::create_directories(probe.parent_path());
+  write_text(probe, probe.filename().string() + "\n");
+  const std::string problem = hostfile_problem(hosts, probe);
+  fs::remove(probe);
+  if (!problem.empty()) return problem;
+  set_mpi_faults({});
+  set_mpi_placement(hostfile_mpirun_args(fs::absolute(options.hostfile)), false);
+  return "";
+}
+
+/// The launcher a --hostfile grade ran under, its hosts and what is and is not checked there (an INFO line).
+Check hostfile_check(const GradeOptions& options, const std::vector<HostfileHost>& hosts) {
+  Check c;
+  std::string list;
+  int slots = 0;
+  for (const HostfileHost& h : hosts) {
+    list += (list.empty() ? "" : ", ") + h.name + " (" + std::to_string(h.slots) + " slot" + (h.slots == 1 ? "" : "s") + ")";
+    slots += h.slots;
+  }
+  c.name = "launcher: mpirun --hostfile " + options.hostfile + " over ssh: " + std::to_string(hosts.size()) + " host" + (hosts.size() == 1 ? "" : "s") +
+           ", ranks round-robin by host";
+  c.kind = Kind::kStructure;
+  c.where = Where::kCpu;
+  c.status = Status::kInfo;
+  c.details.push_back("hosts: " + list + "; " + std::to_string(slots) + " slots in all (more ranks than slots oversubscribe them)");
+  c.details.push_back("the transport is the cluster's own choice (no --mca pml or btl forced); each rank's environment from the grader is exported (-x)");
+  c.details.push_back("the ranks' records come home through the course's tree, which every host was seen to mount");
+  c.details.push_back("not checked on the other hosts: processes left behind (only this host's are looked for)");
+  c.data["hosts"] = hosts.size();
+  c.data["slots"] = slots;
+  return c;
+}
+
 /// The topology and the links' α and β, measured by gpulab-pingpong between the first two
 /// nodes (an INFO line: what every distributed case below ran on).
 Check cluster_check(const GradeInputs& in) {
   const ClusterPlan plan = saved_cluster(in.paths);
   Check c;
   c.name = "cluster: " + std::to_string(plan.nodes) + " nodes (" + plan.node(0) + " …), links " + (plan.link_rate.empty() ? "unshaped" : plan.link_rate) +
-           ", ranks round-robin by node over TCP";
+           ", ranks round-robin by node over TCP" + (plan.with == "ssh" ? ", started over ssh (an sshd in each node)" : "");
   c.kind = Kind::kStructure;
   c.where = Where::kCpu;
   c.status = Status::kInfo;
@@ -231,7 +282,16 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       return result;
     }
   }
-  const TreeLock tree(paths, !options.sandbox || options.nodes > 0 || !sandbox_available());
+  std::vector<HostfileHost> hosts;
+  if (!options.hostfile.empty()) {
+    const std::string problem = hostfile_setup(paths, options, *lab, hosts);
+    if (!problem.empty()) {
+      std::cout << "gpulab grade " << lab->number << " --hostfile " << options.hostfile << ": " << problem << "\n";
+      result.exit_code = 2;
+      return result;
+    }
+  }
+  const TreeLock tree(paths, !options.sandbox || options.nodes > 0 || !options.hostfile.empty() || !sandbox_available());
   GradeInputs in{paths, options, *lab};
   in.seed = options.seed ? *options.seed : fresh_seed();
   result.lab = lab->slug;
@@ -239,6 +299,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
   TreesBefore before;
   if (prepare(in, before, result)) {
     if (options.nodes > 0) result.card.add(cluster_check(in));
+    if (!hosts.empty()) result.card.add(hostfile_check(options, hosts));
     // The pipeline: each stage takes what the earlier ones produced; the first that cannot go on
     // ends it, and the integrity check always closes it.
     LearnerRuns runs;

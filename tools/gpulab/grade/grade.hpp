@@ -50,6 +50,7 @@ struct GradeOptions {
   int nodes = 0;                   ///< distributed labs: > 0 places the ranks across `cluster up --nodes N` (cluster.hpp)
   std::string link_rate;           ///< with nodes: the rate the cluster must have
   std::vector<std::string> faults; ///< with nodes: "link-down:NODE@S" / "kill:RANK@S" injected into every distributed run
+  std::string hostfile;            ///< distributed labs: a real cluster's OpenMPI hostfile; mpirun reaches its hosts over ssh
   bool sandbox = true;             ///< run the code under test in bubblewrap under gpulab-launch's seccomp filter
 };
 

@@ -54,6 +54,10 @@ void LearnerRuns::arm(const GradeInputs& in) {
     confine_.not_sandboxed = "the ranks are launched into the cluster's network namespaces (--nodes), which bubblewrap cannot enter";
     return;
   }
+  if (!in.options.hostfile.empty()) {
+    confine_.not_sandboxed = "the ranks run on the hostfile's hosts, started by mpirun over ssh (--hostfile): bubblewrap's empty network would cut mpirun off from them";
+    return;
+  }
   if (!sandbox_available()) {
     confine_.not_sandboxed = sandbox_missing();
     return;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -62,6 +63,7 @@ std::string wait_for_links(const ClusterPlan& p) {
 std::string check_plan(const ClusterPlan& plan) {
   if (plan.nodes < 1 || plan.nodes > 64) return "--nodes must be 1 to 64 (got " + std::to_string(plan.nodes) + ")";
   if (plan.ranks_per_node < 1 || plan.ranks_per_node > 64) return "--ranks-per-node must be 1 to 64";
+  if (!plan.with.empty() && plan.with != "ssh") return "--with \"" + plan.with + "\": the launcher to start is ssh (or none: ip netns exec)";
   static const std::regex rate(R"(^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|tbit)$)");
   if (!plan.link_rate.empty() && !std::regex_match(plan.link_rate, rate)) {
     return "--link-rate \"" + plan.link_rate + "\" is not a rate tc understands (e.g. 100mbit, 1gbit, 10gbit)";
@@ -148,9 +150,58 @@ std::vector<std::string> cluster_mpirun_args(const ClusterPlan& p, const fs::pat
   // - --bind-to none: each node's daemon binds its first rank to "its" core 0 — the same core on
   //   every node here, so all ranks shared one core (a lab-09 step ran 2.2× slower than on one
   //   node). Unbound, the kernel spreads them over the cores the nodes share.
-  return {"-H", hosts, "--map-by", "node", "--mca", "plm_rsh_agent", agent.string(), "--mca", "plm_rsh_no_tree_spawn", "1",
+  std::vector<std::string> args;
+  if (p.with == "ssh") {
+    // As on a cluster: a hostfile, OpenMPI's rsh launcher running the real ssh client (its
+    // configuration names the nodes, the key and the host-key policy).
+    const fs::path ssh_dir = agent.parent_path() / "ssh";
+    args = {"--hostfile", (ssh_dir / "hostfile").string(), "--mca", "plm_rsh_agent", "ssh", "--mca", "plm_rsh_args", "-F " + (ssh_dir / "ssh_config").string()};
+  } else {
+    args = {"-H", hosts, "--mca", "plm_rsh_agent", agent.string()};
+  }
+  const std::vector<std::string> rest = {"--map-by", "node", "--mca", "plm_rsh_no_tree_spawn", "1",
           "--mca", "oob_tcp_if_include", p.cidr(), "--mca", "btl", "tcp,vader,self", "--mca", "btl_tcp_if_include", p.cidr(),
           "--mca", "btl_tcp_flags", "send,inplace,need-ack,need-csum", "--mca", "mpi_yield_when_idle", "1", "--bind-to", "none"};
+  args.insert(args.end(), rest.begin(), rest.end());
+  return args;
+}
+
+std::string cluster_sshd_config(const ClusterPlan& plan, int node, const fs::path& ssh_dir) {
+  const std::string n = plan.node(node);
+  return "# gpulab cluster: the sshd of node " + n + " (started inside its network namespace)\n"
+         "ListenAddress " + plan.address(node) + "\n"
+         "Port 22\n"
+         "HostKey " + (ssh_dir / "host_key").string() + "\n"
+         "AuthorizedKeysFile " + (ssh_dir / "authorized_keys").string() + "\n"
+         "PermitRootLogin prohibit-password\n"
+         "PasswordAuthentication no\n"
+         "KbdInteractiveAuthentication no\n"
+         "UsePAM no\n"
+         "StrictModes no\n"
+         "PrintMotd no\n"
+         "PidFile " + (ssh_dir / (n + ".pid")).string() + "\n"
+         "LogLevel ERROR\n";
+}
+
+std::string cluster_ssh_config(const ClusterPlan& plan, const fs::path& ssh_dir) {
+  std::string c = "# gpulab cluster: ssh -F this file NODE reaches the node's sshd with the cluster's key\n";
+  for (int i = 0; i < plan.nodes; ++i) c += "Host " + plan.node(i) + "\n  HostName " + plan.address(i) + "\n";
+  c += "Host *\n"
+       "  User root\n"
+       "  IdentityFile " + (ssh_dir / "id_ed25519").string() + "\n"
+       "  IdentitiesOnly yes\n"
+       "  StrictHostKeyChecking no\n"
+       "  UserKnownHostsFile /dev/null\n"
+       "  BatchMode yes\n"
+       "  ConnectTimeout 5\n"
+       "  LogLevel ERROR\n";
+  return c;
+}
+
+std::string cluster_hostfile(const ClusterPlan& plan) {
+  std::string h;
+  for (int i = 0; i < plan.nodes; ++i) h += plan.node(i) + " slots=" + std::to_string(plan.ranks_per_node) + "\n";
+  return h;
 }
 
 std::string cluster_agent_script() {
@@ -167,6 +218,68 @@ std::string cluster_agent_script() {
 
 fs::path cluster_agent_path(const Paths& paths) { return cluster_dir(paths) / "agent.sh"; }
 
+std::vector<HostfileHost> parse_hostfile(const std::string& text, std::string& error) {
+  std::vector<HostfileHost> hosts;
+  std::istringstream in(text);
+  int number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    HostfileHost h;
+    if (!(words >> h.name)) continue;
+    for (std::string word; words >> word;) {
+      if (word.rfind("slots=", 0) != 0) continue;
+      const std::string n = word.substr(6);
+      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1) {
+        error = "line " + std::to_string(number) + ": \"" + word + "\" is not slots=N with N >= 1";
+        return {};
+      }
+      h.slots = std::stoi(n);
+    }
+    if (h.name.find_first_of("'\"`$;|&<>\\") != std::string::npos) {
+      error = "line " + std::to_string(number) + ": \"" + h.name + "\" is not a host name";
+      return {};
+    }
+    hosts.push_back(h);
+  }
+  if (hosts.empty()) error = "no host in it (a line per host: NAME slots=N)";
+  return hosts;
+}
+
+std::vector<std::string> probe_ssh_argv(const std::string& host, const std::string& remote_command) {
+  std::vector<std::string> argv = {"ssh"};
+  if (const char* extra = std::getenv("OMPI_MCA_plm_rsh_args")) {
+    std::istringstream words(extra);
+    for (std::string w; words >> w;) argv.push_back(w);
+  }
+  argv.insert(argv.end(), {"-o", "BatchMode=yes", "-o", "ConnectTimeout=5", host, remote_command});
+  return argv;
+}
+
+std::string hostfile_problem(const std::vector<HostfileHost>& hosts, const fs::path& shared) {
+  for (const HostfileHost& h : hosts) {
+    ProcessOptions o;
+    o.timeout_s = 20;
+    const ProcessResult r = run_process(probe_ssh_argv(h.name, "cat '" + shared.string() + "'"), o);
+    if (r.timed_out) return "host " + h.name + " did not answer over ssh within 20 s";
+    if (r.exited(255)) {
+      std::string said = utf8_prefix(r.output, 200);
+      while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) said.pop_back();
+      return "host " + h.name + ": ssh failed (" + said +
+             "): mpirun starts the ranks over ssh, so `ssh " + h.name + " true` must work without a password (a key in ~/.ssh/authorized_keys)";
+    }
+    if (!r.exited(0) || r.output.find(shared.filename().string()) == std::string::npos) {
+      return "host " + h.name + " does not see " + shared.string() +
+             ": the ranks write their records into the grade's folder, so the course's tree must lie on a filesystem every host mounts "
+             "(a cluster's home or project folder usually is)";
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> hostfile_mpirun_args(const fs::path& hostfile) { return {"--hostfile", hostfile.string(), "--map-by", "node"}; }
+
 ClusterPlan saved_cluster(const Paths& paths) {
   ClusterPlan p;
   p.nodes = 0;
@@ -180,6 +293,7 @@ ClusterPlan saved_cluster(const Paths& paths) {
   saved.ranks_per_node = j.value("ranks_per_node", 1);
   saved.prefix = j.value("prefix", saved.prefix);
   saved.subnet = j.value("subnet", saved.subnet);
+  saved.with = j.value("with", std::string());
   const ClusterState now = discover_cluster(saved.prefix);
   for (int i = 0; i < saved.nodes; ++i) {
     if (std::find(now.namespaces.begin(), now.namespaces.end(), saved.node(i)) == now.namespaces.end()) return p;
@@ -240,6 +354,47 @@ void print_state(const ClusterPlan& plan, const ClusterState& state) {
   }
 }
 
+/// --with ssh: keys, configurations and the hostfile under @p ssh_dir, then one sshd per node,
+/// started inside the node's network namespace under a hostname of its own (as the agent gives
+/// its commands), and each reached once with the client; "" when all answer, else what failed.
+std::string start_sshds(const ClusterPlan& plan, const fs::path& ssh_dir) {
+  if (access("/usr/sbin/sshd", X_OK) != 0) return "needs OpenSSH's server (/usr/sbin/sshd): apt-get install openssh-server";
+  fs::remove_all(ssh_dir);
+  fs::create_directories(ssh_dir);
+  fs::create_directories("/run/sshd");  // sshd's privilege-separation folder (its package makes it at boot)
+  for (const char* key : {"host_key", "id_ed25519"}) {
+    const ProcessResult r = quiet({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", std::string("gpulab-cluster-") + key, "-f", (ssh_dir / key).string()});
+    if (!r.exited(0)) return "ssh-keygen failed (" + r.describe() + "): " + r.output;
+  }
+  fs::copy_file(ssh_dir / "id_ed25519.pub", ssh_dir / "authorized_keys");
+  write_text(ssh_dir / "ssh_config", cluster_ssh_config(plan, ssh_dir));
+  write_text(ssh_dir / "hostfile", cluster_hostfile(plan));
+  for (int i = 0; i < plan.nodes; ++i) {
+    const fs::path config = ssh_dir / ("sshd-" + plan.node(i) + ".conf");
+    write_text(config, cluster_sshd_config(plan, i, ssh_dir));
+    // sshd forks into the background once it listens; its parent's exit status says whether it could.
+    const fs::path log = ssh_dir / ("sshd-" + plan.node(i) + ".log");
+    const int code = start_daemon({"ip", "netns", "exec", plan.node(i), "unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec /usr/sbin/sshd -f \"$1\" -E \"$2\"",
+                                   plan.node(i), config.string(), log.string()});
+    if (code != 0) {
+      return "the sshd of " + plan.node(i) + " did not start (exit " + std::to_string(code) + ")" +
+             (fs::exists(log) ? ": " + utf8_prefix(read_text(log), 300) : std::string());
+    }
+  }
+  for (int i = 0; i < plan.nodes; ++i) {
+    ProcessResult r;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      r = quiet({"ssh", "-F", (ssh_dir / "ssh_config").string(), plan.node(i), "hostname"});
+      if (r.exited(0)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!r.exited(0) || r.output.find(plan.node(i)) == std::string::npos) {
+      return "ssh to " + plan.node(i) + " failed (" + r.describe() + "): " + r.output;
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 int cluster_command(const Paths& paths, const std::string& action, const ClusterPlan& plan) {
@@ -256,15 +411,16 @@ int cluster_command(const Paths& paths, const std::string& action, const Cluster
     std::string again = action;
     if (action == "up") {
       again += " --nodes " + std::to_string(plan.nodes) + (plan.link_rate.empty() ? "" : " --link-rate " + plan.link_rate) +
-               (plan.ranks_per_node == 1 ? "" : " --ranks-per-node " + std::to_string(plan.ranks_per_node));
+               (plan.ranks_per_node == 1 ? "" : " --ranks-per-node " + std::to_string(plan.ranks_per_node)) + (plan.with.empty() ? "" : " --with " + plan.with);
     }
     std::cout << "gpulab cluster " << action << ": needs root (network namespaces, veth links and tc need CAP_NET_ADMIN): "
               << "sudo ./gpulab cluster " << again << "\n";
     return 2;
   }
   if (action == "down") {
-    const std::string left = take_down(plan.prefix);
+    const std::string left = take_down(plan.prefix);  // the sshds too: they are processes in the namespaces
     fs::remove(cluster_dir(paths) / "plan.json");
+    fs::remove_all(cluster_dir(paths) / "ssh");
     if (!left.empty()) {
       std::cout << "gpulab cluster down: " << left << "\n";
       return 1;
@@ -304,10 +460,23 @@ int cluster_command(const Paths& paths, const std::string& action, const Cluster
   fs::create_directories(cluster_dir(paths));
   write_text(cluster_agent_path(paths), cluster_agent_script());
   chmod(cluster_agent_path(paths).c_str(), 0755);
+  if (plan.with == "ssh") {
+    if (const std::string failed = start_sshds(plan, cluster_dir(paths) / "ssh"); !failed.empty()) {
+      std::cout << "gpulab cluster up --with ssh: " << failed << "\n";
+      (void)take_down(plan.prefix);  // the sshds live in the namespaces: they go with them
+      fs::remove_all(cluster_dir(paths) / "ssh");
+      return 1;
+    }
+  }
   nlohmann::json j = {{"nodes", plan.nodes}, {"link_rate", plan.link_rate}, {"ranks_per_node", plan.ranks_per_node}, {"prefix", plan.prefix},
-                      {"subnet", plan.subnet}};
+                      {"subnet", plan.subnet}, {"with", plan.with}};
   write_text(cluster_dir(paths) / "plan.json", j.dump(2) + "\n");
   print_state(plan, discover_cluster(plan.prefix));
+  if (plan.with == "ssh") {
+    const fs::path ssh_dir = cluster_dir(paths) / "ssh";
+    std::cout << "  an sshd in each node; reach one: ssh -F " << (ssh_dir / "ssh_config").string() << " " << plan.node(0)
+              << "; hostfile: " << (ssh_dir / "hostfile").string() << "\n";
+  }
   std::cout << "  grade a distributed lab across it: ./gpulab grade 07 --nodes " << plan.nodes << "; remove it: ./gpulab cluster down\n";
   return 0;
 }

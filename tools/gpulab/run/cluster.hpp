@@ -26,6 +26,10 @@ struct ClusterPlan {
   int ranks_per_node = 1;   ///< MPI slots per node
   std::string prefix = "gpulab";
   std::string subnet = "10.213.0";  ///< a /24: the bridge is .1, node i is .(10 + i)
+  /// How mpirun reaches the nodes: "" through `ip netns exec` (the agent script), or "ssh": an sshd
+  /// in each node (a host key and a user key made for the cluster), mpirun over `ssh` with a
+  /// hostfile, the environment exported with -x — the way a cluster launches.
+  std::string with;
 
   std::string bridge() const { return prefix + "-br"; }
   std::string node(int i) const { return prefix + "-n" + std::to_string(i); }
@@ -65,17 +69,51 @@ std::vector<std::vector<std::string>> cluster_down_commands(const ClusterState& 
 
 /// The arguments mpirun needs to run @p ranks ranks across the cluster of @p plan, round-robin
 /// by node (rank r on node r mod N, so that ring neighbours sit on different nodes), launched
-/// through @p agent, talking TCP on the cluster's subnet (shared memory between ranks of one node).
+/// through @p agent (or, for a plan `with` ssh, over ssh with the hostfile and client
+/// configuration in the agent's folder's ssh/), talking TCP on the cluster's subnet (shared
+/// memory between ranks of one node).
 std::vector<std::string> cluster_mpirun_args(const ClusterPlan& plan, const fs::path& agent);
 
 /// The launcher script OpenMPI runs as `agent <node> <command …>`: the command inside the node.
 std::string cluster_agent_script();
+
+/// With --with ssh: the files `up` writes under the cluster's folder (ssh/): each node's sshd
+/// configuration, the client's (`ssh -F` it: the node names, the user key, no host-key prompts)
+/// and the hostfile ("gpulab-n0 slots=R" a line).
+std::string cluster_sshd_config(const ClusterPlan& plan, int node, const fs::path& ssh_dir);
+std::string cluster_ssh_config(const ClusterPlan& plan, const fs::path& ssh_dir);
+std::string cluster_hostfile(const ClusterPlan& plan);
 
 /// `up`: makes the plan (after removing what a previous one left), writes the plan and the agent
 /// under .gpulab/cluster/, prints what it made. `down`: kills every process in the namespaces,
 /// removes everything with the prefix, checks nothing is left. `status`: what exists. Returns the
 /// exit code (2 without root: nothing is done, and it says what to run).
 int cluster_command(const Paths& paths, const std::string& action, const ClusterPlan& plan);
+
+// --- a real cluster: grade NN --hostfile FILE -------------------------------------------------
+
+/// One line of an OpenMPI hostfile: "node07 slots=4" (slots 1 when not said).
+struct HostfileHost {
+  std::string name;
+  int slots = 1;
+};
+/// The hosts of an OpenMPI hostfile's text (comments after #, blank lines, "slots=N"; other
+/// keys such as max_slots are left to mpirun); empty with @p error set when none or malformed.
+std::vector<HostfileHost> parse_hostfile(const std::string& text, std::string& error);
+
+/// The ssh command gpulab probes each host with: `ssh`, the words of OMPI_MCA_plm_rsh_args (what
+/// mpirun's own launcher will pass), BatchMode and a 5 s connect timeout (never a prompt, never a hang).
+std::vector<std::string> probe_ssh_argv(const std::string& host, const std::string& remote_command);
+
+/// Before a grade over a hostfile: "" when every host answers over ssh without a password and
+/// sees @p shared (a file in the grade's folder: the rule is that the grade's folder lies on a
+/// filesystem every host mounts, as home folders do on most clusters — the ranks write their
+/// records there); else one line saying which host and how to fix it.
+std::string hostfile_problem(const std::vector<HostfileHost>& hosts, const fs::path& shared);
+
+/// mpirun's arguments for a hostfile: its hosts, ranks round-robin by host. The transport is the
+/// cluster's own (no --mca pml/btl).
+std::vector<std::string> hostfile_mpirun_args(const fs::path& hostfile);
 
 /// The plan `up` saved (nodes, link rate, ranks per node), or nullopt-like: nodes == 0 when there is
 /// none or its namespaces are gone.

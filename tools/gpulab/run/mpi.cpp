@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <regex>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -29,9 +30,16 @@ std::vector<std::string>& placement() {
   static std::vector<std::string> args;
   return args;
 }
+bool& forced_transport() {
+  static bool forced = true;
+  return forced;
+}
 }  // namespace
 
-void set_mpi_placement(std::vector<std::string> args) { placement() = std::move(args); }
+void set_mpi_placement(std::vector<std::string> args, bool force_transport) {
+  placement() = std::move(args);
+  forced_transport() = force_transport;
+}
 
 namespace {
 std::vector<MpiFault>& faults() {
@@ -169,14 +177,29 @@ MpiFault parse_fault(const std::string& text, std::string& error) {
 void set_mpi_faults(std::vector<MpiFault> f) { faults() = std::move(f); }
 std::vector<MpiFault> mpi_faults() { return faults(); }
 
-std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std::vector<std::string>& command) {
+std::vector<std::string> mpi_exports(const std::map<std::string, std::string>& env) {
+  std::set<std::string> names;
+  for (const auto& [key, value] : env) names.insert(key);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (entry.rfind("GPULAB_", 0) == 0) names.insert(entry.substr(0, entry.find('=')));
+  }
+  return {names.begin(), names.end()};
+}
+
+std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std::vector<std::string>& command, const std::vector<std::string>& exports) {
   std::vector<std::string> argv = {"mpirun", "-np", std::to_string(ranks), "--oversubscribe"};
-  // Across a cluster of namespaces (grade --nodes): its hosts, launcher and TCP on its subnet.
+  // Across a cluster (grade --nodes, --hostfile): its hosts and launcher, and for the cluster of
+  // namespaces TCP on its subnet.
   argv.insert(argv.end(), placement().begin(), placement().end());
   // One node, shared memory: OpenMPI's ob1 messaging (the vader transport, 4 KiB eager limit) on
   // every machine, so that what the tests rely on (a larger send is not complete before its
-  // receive is posted) holds even where UCX would be chosen for a network card.
-  argv.insert(argv.end(), {"--mca", "pml", "ob1"});
+  // receive is posted) holds even where UCX would be chosen for a network card. On a real
+  // cluster (--hostfile) the cluster's own choice stands.
+  if (forced_transport()) argv.insert(argv.end(), {"--mca", "pml", "ob1"});
+  // What the ranks must see of the grader's environment (the run's token, seed, report paths),
+  // exported by name: a rank started over ssh inherits nothing from mpirun's environment.
+  for (const std::string& name : exports) argv.insert(argv.end(), {"-x", name});
   if (geteuid() == 0) argv.push_back("--allow-run-as-root");
   // Each rank's output goes to its own files, and to mpirun's output tagged "[job,rank]<stdout>:"
   // at each piece: the grader reads each rank's stream from there, in the order it was written
@@ -262,7 +285,7 @@ MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& 
     if (o.timeout_s <= 0 || o.timeout_s > last + 20) o.timeout_s = last + 20;
     injector = std::make_unique<FaultInjector>(faults(), launched_program(command), marker);
   }
-  run.process = run_process(mpirun_argv(ranks, logs, command), o);
+  run.process = run_process(mpirun_argv(ranks, logs, command, mpi_exports(o.env)), o);
   const std::vector<std::string> injected = injector ? injector->finish() : std::vector<std::string>{};
   run.rank_output.resize(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {

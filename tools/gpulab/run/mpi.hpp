@@ -4,6 +4,7 @@
 /// time limit, and no process left behind.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,11 @@ struct MpiRun {
 };
 
 /// Places every mpirun from now on across a cluster of network namespaces (cluster.hpp:
-/// cluster_mpirun_args): hosts, launcher agent, TCP. Empty: one node, shared memory (the default).
-void set_mpi_placement(std::vector<std::string> args);
+/// cluster_mpirun_args: hosts, launcher, TCP) or a real one (--hostfile FILE). Empty: one node,
+/// shared memory (the default). @p force_transport: OpenMPI's ob1 messaging is asked for (one
+/// node and the namespaces, where the tests' assumptions are known to hold); false on a real
+/// cluster, whose own choice (UCX on InfiniBand) stands.
+void set_mpi_placement(std::vector<std::string> args, bool force_transport = true);
 
 /// A fault injected while a distributed run is under way (grade --nodes N --fault ...): a node's
 /// link cut (`link-down:NODE@SECONDS`: its bridge-side veth set down, and up again afterwards) or a
@@ -42,8 +46,14 @@ void set_mpi_faults(std::vector<MpiFault> faults);
 /// The faults set now.
 std::vector<MpiFault> mpi_faults();
 
-/// The mpirun command line for @p ranks ranks running @p command, per-rank output under @p logs.
-std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std::vector<std::string>& command);
+/// The names mpirun exports to every rank (-x): those of @p env (what the grader adds for the
+/// run) and every GPULAB_* of this process's environment (GPULAB_DIST_BACKEND and the like).
+std::vector<std::string> mpi_exports(const std::map<std::string, std::string>& env);
+
+/// The mpirun command line for @p ranks ranks running @p command, per-rank output under @p logs,
+/// the variables named in @p exports passed on to every rank (-x NAME).
+std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std::vector<std::string>& command,
+                                     const std::vector<std::string>& exports = {});
 
 /// Runs it with @p options (time limit, environment); collects each rank's output and the
 /// launcher's complaints ("rank 1 was killed by signal 9", "MPI_Abort on rank 2").
