@@ -292,6 +292,47 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   CHECK(gpulab::cli::processes_running(ssh_dir.string()).empty());
 }
 
+TEST_CASE("with slurm the controller sits on the bridge and each node is a slurmd of its own", "[cpu]") {
+  ClusterPlan p;
+  p.nodes = 2;
+  p.with = "slurm";
+  CHECK(gpulab::cli::check_plan(p).empty());
+  const std::string conf = gpulab::cli::cluster_slurm_conf(p, "/x/slurm", 4);
+  CHECK(conf.find("SlurmctldHost=gpulab-ctl(10.213.0.1)\n") != std::string::npos);
+  CHECK(conf.find("NodeName=gpulab-n1 NodeAddr=10.213.0.11 CPUs=4 State=UNKNOWN\n") != std::string::npos);
+  CHECK(conf.find("PartitionName=gpulab Nodes=ALL Default=YES") != std::string::npos);
+  CHECK(conf.find("AuthInfo=socket=/x/slurm/munge.socket\n") != std::string::npos);  // a munged of the cluster's own
+  CHECK(conf.find("SlurmdSpoolDir=/x/slurm/spool-%n\n") != std::string::npos);        // one per node, on one filesystem
+}
+
+TEST_CASE("lab 07's reference graded inside a Slurm allocation across two nodes and an allocation too small refused", "[cpu][cluster][slurm]") {
+  ScratchCluster cluster("gplslurm", "10.213.6", "slurm");
+  REQUIRE(cluster.up);
+  const fs::path slurm_dir = gpulab::cli::cluster_agent_path(cluster.paths).parent_path() / "slurm";
+  gpulab::cli::ProcessOptions o;
+  o.timeout_s = 300;
+  o.env["SLURM_CONF"] = (slurm_dir / "slurm.conf").string();
+  const std::string cli = std::string(GPULAB_BIN_DIR) + "/gpulab-cli";
+  // The launcher is found from the allocation (SLURM_JOB_ID); OpenMPI starts its daemons by srun.
+  const auto graded = gpulab::cli::run_process({"salloc", "-N", "2", "-n", "2", cli, "grade", "07", "--solutions", "--ranks", "2", "--case",
+                                                "ring_allreduce is exact on integers and identical on every rank"}, o);
+  INFO(graded.output);
+  CHECK(graded.exited(0));
+  CHECK(graded.output.find("launcher: mpirun inside the Slurm allocation") != std::string::npos);
+  CHECK(graded.output.find("2 nodes (") != std::string::npos);
+  CHECK(graded.output.find("PASS      [cpu] ring_allreduce is exact on integers and identical on every rank (W=2)") != std::string::npos);
+  const auto small = gpulab::cli::run_process({"salloc", "-N", "2", "-n", "2", cli, "grade", "07", "--solutions", "--ranks", "4", "--case",
+                                               "ring_allreduce is exact on integers and identical on every rank"}, o);
+  INFO(small.output);
+  CHECK(small.exited(2));
+  CHECK(small.output.find("the allocation has 2 tasks and lab 07 runs up to 4 ranks") != std::string::npos);
+  // down: the controller and munge stopped, the slurmds gone with the nodes, the files removed.
+  CHECK(gpulab::cli::cluster_command(cluster.paths, "down", cluster.plan) == 0);
+  CHECK(gpulab::cli::discover_cluster("gplslurm").empty());
+  CHECK_FALSE(fs::exists(slurm_dir));
+  CHECK(gpulab::cli::processes_running(slurm_dir.string()).empty());
+}
+
 TEST_CASE("faults are parsed from link-down:NODE@SECONDS and kill:RANK@SECONDS", "[cpu]") {
   std::string error;
   const auto a = gpulab::cli::parse_fault("kill:2@1.5", error);

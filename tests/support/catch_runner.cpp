@@ -206,12 +206,17 @@ int run_tests(int argc, char** argv, DeviceProbeFn probe) {
   // [ssh] cluster cases start an sshd in each node: OpenSSH's server too (./gpulab installs it
   // along with iproute2 where apt-get can run).
   const std::string ssh_why_not = access("/usr/sbin/sshd", X_OK) == 0 ? "" : "needs OpenSSH's server (/usr/sbin/sshd: apt-get install openssh-server)";
-  std::vector<std::string> ssh_names;
+  // [slurm] ones start munged, slurmctld and slurmds: Slurm and munge too.
+  const std::string slurm_why_not = access("/usr/sbin/slurmd", X_OK) == 0 && access("/usr/sbin/munged", X_OK) == 0
+                                        ? "" : "needs Slurm and munge (apt-get install slurm-wlm munge)";
+  std::vector<std::string> ssh_names, slurm_names;
   for (const auto& tc : selected) {
     if (has_tag(tc, "cluster") && !cluster_why_not.empty()) {
       cluster_names.push_back(tc.name);
     } else if (has_tag(tc, "ssh") && !ssh_why_not.empty()) {
       ssh_names.push_back(tc.name);
+    } else if (has_tag(tc, "slurm") && !slurm_why_not.empty()) {
+      slurm_names.push_back(tc.name);
     } else {
       (kind_of(tc) == Kind::kGpu ? gpu_names : cpu_names).push_back(tc.name);
     }
@@ -224,6 +229,10 @@ int run_tests(int argc, char** argv, DeviceProbeFn probe) {
   if (!ssh_names.empty()) {
     std::printf("gpulab: SKIPPED %zu [ssh] case(s): %s\n", ssh_names.size(), ssh_why_not.c_str());
     for (const auto& name : ssh_names) skipped.emplace_back(name, ssh_why_not);
+  }
+  if (!slurm_names.empty()) {
+    std::printf("gpulab: SKIPPED %zu [slurm] case(s): %s\n", slurm_names.size(), slurm_why_not.c_str());
+    for (const auto& name : slurm_names) skipped.emplace_back(name, slurm_why_not);
   }
   const bool needs_gpu = !gpu_names.empty();
 

@@ -56,6 +56,10 @@ Command grade_command(CLI::App& app, const cli::Paths& paths) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("--link-rate", o.link_rate, "with --nodes: the link rate the cluster must have been made with (e.g. 1gbit)");
   cmd->add_option("--fault", o.faults, "with --nodes: link-down:NODE@SECONDS or kill:RANK@SECONDS in every distributed run (repeatable)");
+  cmd->add_option("--launcher", o.launcher,
+                  "distributed labs: local (mpirun on this machine), hostfile (with --hostfile), slurm (mpirun inside your allocation: salloc -N 2 "
+                  "--ntasks-per-node=4 first); default: slurm inside an allocation (SLURM_JOB_ID), hostfile with --hostfile, else local")
+      ->check(CLI::IsMember({"local", "hostfile", "slurm"}));
   cmd->add_option("--hostfile", o.hostfile,
                   "distributed labs: run the ranks on a real cluster's hosts (an OpenMPI hostfile; mpirun reaches them over ssh; the course's tree must be on a filesystem they all mount)");
   return {cmd, [&paths, seed_opt] {
@@ -155,8 +159,10 @@ Command cluster_command(CLI::App& app, const cli::Paths& paths) {
   cmd->add_option("--nodes", plan.nodes, "up: how many nodes (network namespaces)")->check(CLI::Range(1, 64));
   cmd->add_option("--link-rate", plan.link_rate, "up: every node's link rate, as tc says it (100mbit, 1gbit, 10gbit); default unshaped");
   cmd->add_option("--ranks-per-node", plan.ranks_per_node, "up: MPI slots per node")->check(CLI::Range(1, 64));
-  cmd->add_option("--with", plan.with, "up: ssh starts an sshd in each node and mpirun reaches the nodes over ssh with a hostfile (default: ip netns exec)")
-      ->check(CLI::IsMember({"ssh"}));
+  cmd->add_option("--with", plan.with,
+                  "up: ssh starts an sshd in each node and mpirun reaches the nodes over ssh with a hostfile; slurm starts munged, slurmctld and a slurmd "
+                  "in each node (then: salloc -N N ./gpulab grade NN --launcher slurm); default: ip netns exec")
+      ->check(CLI::IsMember({"ssh", "slurm"}));
   return {cmd, [&paths] { return cli::cluster_command(paths, action, plan); }};
 }
 

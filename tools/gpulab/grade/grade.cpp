@@ -6,12 +6,15 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <random>
+#include <sstream>
 
 #include "grade/build.hpp"
 #include "grade/grade_stages.hpp"
@@ -128,6 +131,71 @@ std::string hostfile_setup(const Paths& paths, const GradeOptions& options, cons
   if (!problem.empty()) return problem;
   set_mpi_faults({});
   set_mpi_placement(hostfile_mpirun_args(fs::absolute(options.hostfile)), false);
+  return "";
+}
+
+/// The launcher a grade uses: what --launcher says, else slurm inside an allocation
+/// (SLURM_JOB_ID), hostfile with --hostfile, local otherwise; "" with @p problem set when they disagree.
+std::string chosen_launcher(const GradeOptions& options, std::string& problem) {
+  if (options.launcher == "hostfile" && options.hostfile.empty()) problem = "--launcher hostfile needs --hostfile FILE (an OpenMPI hostfile)";
+  if (!options.hostfile.empty() && !options.launcher.empty() && options.launcher != "hostfile") {
+    problem = "--hostfile goes with --launcher hostfile, not " + options.launcher;
+  }
+  if (!problem.empty()) return "";
+  if (!options.launcher.empty()) return options.launcher;
+  if (!options.hostfile.empty()) return "hostfile";
+  if (options.nodes == 0 && std::getenv("SLURM_JOB_ID") != nullptr) return "slurm";
+  return "local";
+}
+
+/// Why --launcher slurm cannot be honoured ("" when it can): no allocation, fewer tasks in it than
+/// the widest run asks, srun failing (munge, slurmd), or a node that does not see the course's tree.
+/// When it can, every mpirun from now on runs inside the allocation (OpenMPI starts its daemons
+/// through Slurm). @p where: the allocation, for the scorecard.
+std::string slurm_setup(const Paths& paths, const GradeOptions& options, const LabConfig& lab, std::string& where) {
+  if (!lab.distributed()) return "--launcher slurm is for the distributed labs (07 onwards): lab " + lab.number + " runs in one process";
+  if (options.nodes > 0 || !options.faults.empty()) return "--launcher slurm runs in your allocation, not in this machine's namespaces (--nodes, --fault)";
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (job == nullptr) {
+    return "not inside a Slurm allocation (no SLURM_JOB_ID): salloc -N 2 --ntasks-per-node=4 first, then ./gpulab grade " + lab.number +
+           " --launcher slurm in the shell it gives";
+  }
+  const char* tasks_env = std::getenv("SLURM_NTASKS");
+  const int tasks = tasks_env != nullptr ? std::atoi(tasks_env) : 0;
+  const std::vector<int> widths = options.ranks.empty() ? lab.mpi_ranks : options.ranks;
+  const int widest = widths.empty() ? 1 : *std::max_element(widths.begin(), widths.end());
+  if (tasks > 0 && tasks < widest) {
+    return "the allocation has " + std::to_string(tasks) + " task" + (tasks == 1 ? "" : "s") + " and lab " + lab.number + " runs up to " +
+           std::to_string(widest) + " ranks: salloc -n " + std::to_string(widest) + " (or grade fewer: --ranks " + std::to_string(tasks) + ")";
+  }
+  // The records come home through the course's tree: every node reads a file of this grade's.
+  const fs::path probe = paths.build / "grade" / (".slurm-probe-" + std::to_string(getpid()));
+  fs::create_directories(probe.parent_path());
+  write_text(probe, probe.filename().string() + "\n");
+  const char* nodes_env = std::getenv("SLURM_NNODES");
+  const std::string nodes = nodes_env != nullptr ? nodes_env : "1";
+  ProcessOptions o;
+  o.timeout_s = 60;
+  const ProcessResult r = run_process({"srun", "-N", nodes, "--ntasks-per-node=1", "sh", "-c", "echo \"$(hostname) $(cat '" + probe.string() + "')\""}, o);
+  fs::remove(probe);
+  std::string said = utf8_prefix(r.output, 300);
+  while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) said.pop_back();
+  if (!r.exited(0)) return "srun across the allocation failed (" + r.describe() + "): " + said + " (is munge running on every node? sinfo shows the nodes)";
+  std::istringstream lines(r.output);
+  int seen = 0;
+  std::string hosts;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(probe.filename().string()) == std::string::npos) {
+      return "a node of the allocation does not see " + probe.string() + " (" + line +
+             "): the ranks write their records into the grade's folder, so the course's tree must lie on a filesystem every node mounts";
+    }
+    hosts += (hosts.empty() ? "" : ", ") + line.substr(0, line.find(' '));
+    ++seen;
+  }
+  if (seen != std::atoi(nodes.c_str())) return "srun answered from " + std::to_string(seen) + " of " + nodes + " nodes: " + said;
+  where = std::string("allocation ") + job + ": " + nodes + " node" + (nodes == "1" ? "" : "s") + " (" + hosts + "), " + std::to_string(tasks) + " tasks";
+  set_mpi_faults({});
+  set_mpi_placement({}, false);
   return "";
 }
 
@@ -282,6 +350,22 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       return result;
     }
   }
+  std::string launcher_problem;
+  const std::string launcher = lab->distributed() ? chosen_launcher(options, launcher_problem) : "local";
+  if (!launcher_problem.empty()) {
+    std::cout << "gpulab grade " << lab->number << ": " << launcher_problem << "\n";
+    result.exit_code = 2;
+    return result;
+  }
+  std::string allocation;
+  if (launcher == "slurm") {
+    const std::string problem = slurm_setup(paths, options, *lab, allocation);
+    if (!problem.empty()) {
+      std::cout << "gpulab grade " << lab->number << " --launcher slurm: " << problem << "\n";
+      result.exit_code = 2;
+      return result;
+    }
+  }
   std::vector<HostfileHost> hosts;
   if (!options.hostfile.empty()) {
     const std::string problem = hostfile_setup(paths, options, *lab, hosts);
@@ -291,8 +375,10 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       return result;
     }
   }
-  const TreeLock tree(paths, !options.sandbox || options.nodes > 0 || !options.hostfile.empty() || !sandbox_available());
-  GradeInputs in{paths, options, *lab};
+  const TreeLock tree(paths, !options.sandbox || options.nodes > 0 || launcher != "local" || !sandbox_available());
+  GradeOptions resolved = options;  // the launcher as chosen, for the stages (the sandbox's decision)
+  resolved.launcher = launcher;
+  GradeInputs in{paths, resolved, *lab};
   in.seed = options.seed ? *options.seed : fresh_seed();
   result.lab = lab->slug;
   result.seed = in.seed;
@@ -300,6 +386,17 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
   if (prepare(in, before, result)) {
     if (options.nodes > 0) result.card.add(cluster_check(in));
     if (!hosts.empty()) result.card.add(hostfile_check(options, hosts));
+    if (launcher == "slurm") {
+      Check c;
+      c.name = "launcher: mpirun inside the Slurm " + allocation;
+      c.kind = Kind::kStructure;
+      c.where = Where::kCpu;
+      c.status = Status::kInfo;
+      c.details.push_back("OpenMPI starts its daemons through Slurm (srun); the transport is the cluster's own choice (no --mca pml or btl forced)");
+      c.details.push_back("the ranks' records come home through the course's tree, which every node was seen to mount");
+      c.details.push_back("not checked on the other nodes: processes left behind (Slurm ends a job step's processes when its srun ends)");
+      result.card.add(c);
+    }
     // The pipeline: each stage takes what the earlier ones produced; the first that cannot go on
     // ends it, and the integrity check always closes it.
     LearnerRuns runs;

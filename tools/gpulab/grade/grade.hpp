@@ -51,6 +51,7 @@ struct GradeOptions {
   std::string link_rate;           ///< with nodes: the rate the cluster must have
   std::vector<std::string> faults; ///< with nodes: "link-down:NODE@S" / "kill:RANK@S" injected into every distributed run
   std::string hostfile;            ///< distributed labs: a real cluster's OpenMPI hostfile; mpirun reaches its hosts over ssh
+  std::string launcher;            ///< distributed labs: "local", "hostfile" (with hostfile), "slurm" (mpirun inside the allocation); "" = detected
   bool sandbox = true;             ///< run the code under test in bubblewrap under gpulab-launch's seccomp filter
 };
 

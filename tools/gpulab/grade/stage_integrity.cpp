@@ -54,8 +54,12 @@ void LearnerRuns::arm(const GradeInputs& in) {
     confine_.not_sandboxed = "the ranks are launched into the cluster's network namespaces (--nodes), which bubblewrap cannot enter";
     return;
   }
-  if (!in.options.hostfile.empty()) {
+  if (in.options.launcher == "hostfile") {
     confine_.not_sandboxed = "the ranks run on the hostfile's hosts, started by mpirun over ssh (--hostfile): bubblewrap's empty network would cut mpirun off from them";
+    return;
+  }
+  if (in.options.launcher == "slurm") {
+    confine_.not_sandboxed = "the ranks run on the allocation's nodes, started through Slurm (--launcher slurm): bubblewrap's empty network would cut mpirun off from them";
     return;
   }
   if (!sandbox_available()) {

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -63,7 +64,9 @@ std::string wait_for_links(const ClusterPlan& p) {
 std::string check_plan(const ClusterPlan& plan) {
   if (plan.nodes < 1 || plan.nodes > 64) return "--nodes must be 1 to 64 (got " + std::to_string(plan.nodes) + ")";
   if (plan.ranks_per_node < 1 || plan.ranks_per_node > 64) return "--ranks-per-node must be 1 to 64";
-  if (!plan.with.empty() && plan.with != "ssh") return "--with \"" + plan.with + "\": the launcher to start is ssh (or none: ip netns exec)";
+  if (!plan.with.empty() && plan.with != "ssh" && plan.with != "slurm") {
+    return "--with \"" + plan.with + "\": the launcher to start is ssh or slurm (or none: ip netns exec)";
+  }
   static const std::regex rate(R"(^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|tbit)$)");
   if (!plan.link_rate.empty() && !std::regex_match(plan.link_rate, rate)) {
     return "--link-rate \"" + plan.link_rate + "\" is not a rate tc understands (e.g. 100mbit, 1gbit, 10gbit)";
@@ -195,6 +198,26 @@ std::string cluster_ssh_config(const ClusterPlan& plan, const fs::path& ssh_dir)
        "  BatchMode yes\n"
        "  ConnectTimeout 5\n"
        "  LogLevel ERROR\n";
+  return c;
+}
+
+std::string cluster_slurm_conf(const ClusterPlan& plan, const fs::path& d, int cpus) {
+  const std::string dir = d.string();
+  std::string c = "# gpulab cluster: Slurm over the namespaces (slurmctld at the bridge's address, a slurmd in each node)\n"
+                  "ClusterName=" + plan.prefix + "\n"
+                  "SlurmctldHost=" + plan.controller() + "(" + plan.subnet + ".1)\n"
+                  "SlurmUser=root\nSlurmdUser=root\n"
+                  "AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket=" + dir + "/munge.socket\n"
+                  "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n"
+                  "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nMpiDefault=none\nReturnToService=2\n"
+                  "StateSaveLocation=" + dir + "/state\nSlurmdSpoolDir=" + dir + "/spool-%n\n"
+                  "SlurmctldPidFile=" + dir + "/slurmctld.pid\nSlurmdPidFile=" + dir + "/slurmd-%n.pid\n"
+                  "SlurmctldLogFile=" + dir + "/slurmctld.log\nSlurmdLogFile=" + dir + "/slurmd-%n.log\n"
+                  "SlurmctldPort=6817\nSlurmdPort=6818\n";
+  for (int i = 0; i < plan.nodes; ++i) {
+    c += "NodeName=" + plan.node(i) + " NodeAddr=" + plan.address(i) + " CPUs=" + std::to_string(cpus) + " State=UNKNOWN\n";
+  }
+  c += "PartitionName=" + plan.prefix + " Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
   return c;
 }
 
@@ -395,6 +418,81 @@ std::string start_sshds(const ClusterPlan& plan, const fs::path& ssh_dir) {
   return "";
 }
 
+/// A daemon's pid from its pid file, signalled (TERM, then KILL after 2 s); the file removed.
+void stop_by_pid_file(const fs::path& file) {
+  if (!fs::exists(file)) return;
+  const int pid = std::atoi(read_text(file).c_str());
+  if (pid > 1) {
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 20 && kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (kill(pid, 0) == 0) kill(pid, SIGKILL);
+  }
+  fs::remove(file);
+}
+
+/// --with slurm: the controller and munge (in the root namespace: they are processes of this
+/// machine, not of a node), stopped. The slurmds are in the nodes and go with them.
+void stop_slurm(const fs::path& slurm_dir) {
+  stop_by_pid_file(slurm_dir / "slurmctld.pid");
+  stop_by_pid_file(slurm_dir / "munged.pid");
+}
+
+/// --with slurm: a munge key and munged, slurmctld under the controller's hostname, a slurmd in
+/// each node (entered by its network namespace only, nsenter --net, so that it sees this
+/// machine's cgroup mounts, which `ip netns exec`'s fresh /sys hides), then every node idle in
+/// sinfo; "" when so, else what failed.
+std::string start_slurm(const ClusterPlan& plan, const fs::path& slurm_dir) {
+  for (const char* daemon : {"/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd"}) {
+    if (access(daemon, X_OK) != 0) return std::string("needs ") + daemon + ": apt-get install slurm-wlm munge";
+  }
+  fs::remove_all(slurm_dir);
+  fs::create_directories(slurm_dir / "state");
+  // A key of the cluster's own (munged refuses a key others can read).
+  {
+    std::ifstream random("/dev/urandom", std::ios::binary);
+    std::string key(1024, '\0');
+    random.read(key.data(), static_cast<std::streamsize>(key.size()));
+    write_text(slurm_dir / "munge.key", key);
+    chmod((slurm_dir / "munge.key").c_str(), 0400);
+  }
+  const int cpus = std::max(1u, std::thread::hardware_concurrency());
+  write_text(slurm_dir / "slurm.conf", cluster_slurm_conf(plan, slurm_dir, cpus));
+  // slurmd reads cgroup.conf beside slurm.conf: this machine's hierarchy (v2 has cgroup.controllers at the top).
+  write_text(slurm_dir / "cgroup.conf", std::string("CgroupPlugin=") + (fs::exists("/sys/fs/cgroup/cgroup.controllers") ? "cgroup/v2" : "cgroup/v1") +
+                                            "\nCgroupAutomount=no\n");
+  const std::string conf = (slurm_dir / "slurm.conf").string();
+  const auto log_of = [&](const std::string& name) {
+    const fs::path log = slurm_dir / name;
+    return fs::exists(log) ? ": " + utf8_prefix(read_text(log).substr(read_text(log).size() > 600 ? read_text(log).size() - 600 : 0), 600) : std::string();
+  };
+  int code = start_daemon({"/usr/sbin/munged", "--force", "--socket", (slurm_dir / "munge.socket").string(), "--key-file", (slurm_dir / "munge.key").string(),
+                           "--pid-file", (slurm_dir / "munged.pid").string(), "--log-file", (slurm_dir / "munged.log").string(), "--seed-file",
+                           (slurm_dir / "munged.seed").string()});
+  if (code != 0) return "munged did not start (exit " + std::to_string(code) + ")" + log_of("munged.log");
+  code = start_daemon({"unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec /usr/sbin/slurmctld -f \"$1\"", plan.controller(), conf});
+  if (code != 0) return "slurmctld did not start (exit " + std::to_string(code) + ")" + log_of("slurmctld.log");
+  for (int i = 0; i < plan.nodes; ++i) {
+    code = start_daemon({"nsenter", "--net=/var/run/netns/" + plan.node(i), "unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec /usr/sbin/slurmd -f \"$1\"",
+                         plan.node(i), conf});
+    if (code != 0) return "the slurmd of " + plan.node(i) + " did not start (exit " + std::to_string(code) + ")" + log_of("slurmd-" + plan.node(i) + ".log");
+  }
+  // Every node registered and idle (up to 15 s).
+  ProcessOptions o;
+  o.env["SLURM_CONF"] = conf;
+  o.timeout_s = 10;
+  std::string states;
+  for (int attempt = 0; attempt < 75; ++attempt) {
+    const ProcessResult r = run_process({"sinfo", "-h", "-N", "-o", "%N %T"}, o);
+    states = r.output;
+    int idle = 0;
+    std::istringstream lines(states);
+    for (std::string node, state; lines >> node >> state;) idle += state == "idle";
+    if (idle == plan.nodes) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return "the nodes did not all come up idle within 15 s (sinfo: " + states + ")" + log_of("slurmctld.log");
+}
+
 }  // namespace
 
 int cluster_command(const Paths& paths, const std::string& action, const ClusterPlan& plan) {
@@ -418,9 +516,11 @@ int cluster_command(const Paths& paths, const std::string& action, const Cluster
     return 2;
   }
   if (action == "down") {
-    const std::string left = take_down(plan.prefix);  // the sshds too: they are processes in the namespaces
+    stop_slurm(cluster_dir(paths) / "slurm");         // the controller and munge run outside the nodes
+    const std::string left = take_down(plan.prefix);  // the sshds and slurmds too: they are processes in the namespaces
     fs::remove(cluster_dir(paths) / "plan.json");
     fs::remove_all(cluster_dir(paths) / "ssh");
+    fs::remove_all(cluster_dir(paths) / "slurm");
     if (!left.empty()) {
       std::cout << "gpulab cluster down: " << left << "\n";
       return 1;
@@ -468,10 +568,24 @@ int cluster_command(const Paths& paths, const std::string& action, const Cluster
       return 1;
     }
   }
+  if (plan.with == "slurm") {
+    if (const std::string failed = start_slurm(plan, cluster_dir(paths) / "slurm"); !failed.empty()) {
+      std::cout << "gpulab cluster up --with slurm: " << failed << "\n";
+      stop_slurm(cluster_dir(paths) / "slurm");
+      (void)take_down(plan.prefix);
+      fs::remove_all(cluster_dir(paths) / "slurm");
+      return 1;
+    }
+  }
   nlohmann::json j = {{"nodes", plan.nodes}, {"link_rate", plan.link_rate}, {"ranks_per_node", plan.ranks_per_node}, {"prefix", plan.prefix},
                       {"subnet", plan.subnet}, {"with", plan.with}};
   write_text(cluster_dir(paths) / "plan.json", j.dump(2) + "\n");
   print_state(plan, discover_cluster(plan.prefix));
+  if (plan.with == "slurm") {
+    const fs::path conf = cluster_dir(paths) / "slurm" / "slurm.conf";
+    std::cout << "  Slurm: slurmctld at " << plan.subnet << ".1, a slurmd in each node, partition " << plan.prefix << "; with SLURM_CONF=" << conf.string()
+              << ": sinfo, or salloc -N " << plan.nodes << " ./gpulab grade 07 --launcher slurm\n";
+  }
   if (plan.with == "ssh") {
     const fs::path ssh_dir = cluster_dir(paths) / "ssh";
     std::cout << "  an sshd in each node; reach one: ssh -F " << (ssh_dir / "ssh_config").string() << " " << plan.node(0)

@@ -26,10 +26,14 @@ struct ClusterPlan {
   int ranks_per_node = 1;   ///< MPI slots per node
   std::string prefix = "gpulab";
   std::string subnet = "10.213.0";  ///< a /24: the bridge is .1, node i is .(10 + i)
-  /// How mpirun reaches the nodes: "" through `ip netns exec` (the agent script), or "ssh": an sshd
+  /// How mpirun reaches the nodes: "" through `ip netns exec` (the agent script); "ssh": an sshd
   /// in each node (a host key and a user key made for the cluster), mpirun over `ssh` with a
-  /// hostfile, the environment exported with -x — the way a cluster launches.
+  /// hostfile, the environment exported with -x — the way a cluster launches; "slurm": Slurm's
+  /// daemons (munged and slurmctld on the bridge's address, a slurmd in each node), for
+  /// `salloc -N … ./gpulab grade NN --launcher slurm`, where mpirun starts its daemons by srun.
   std::string with;
+
+  std::string controller() const { return prefix + "-ctl"; }  ///< slurmctld's hostname (its address: the bridge's, .1)
 
   std::string bridge() const { return prefix + "-br"; }
   std::string node(int i) const { return prefix + "-n" + std::to_string(i); }
@@ -83,6 +87,12 @@ std::string cluster_agent_script();
 std::string cluster_sshd_config(const ClusterPlan& plan, int node, const fs::path& ssh_dir);
 std::string cluster_ssh_config(const ClusterPlan& plan, const fs::path& ssh_dir);
 std::string cluster_hostfile(const ClusterPlan& plan);
+
+/// With --with slurm: the slurm.conf `up` writes under the cluster's folder (slurm/): the
+/// controller on the bridge's address, each node with its address and @p cpus, one partition
+/// over all, munge authentication through @p slurm_dir's socket, no cgroup confinement
+/// (proctrack/linuxproc, task/none), every state, spool, pid and log file under @p slurm_dir.
+std::string cluster_slurm_conf(const ClusterPlan& plan, const fs::path& slurm_dir, int cpus);
 
 /// `up`: makes the plan (after removing what a previous one left), writes the plan and the agent
 /// under .gpulab/cluster/, prints what it made. `down`: kills every process in the namespaces,
