@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/files.hpp"
@@ -283,8 +285,17 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   CHECK(gpulab::cli::hostfile_problem(hosts, shared).empty());
   CHECK(gpulab::cli::hostfile_problem(hosts, paths.root / "not-there").find("does not see") != std::string::npos);
   const std::string unreachable = gpulab::cli::hostfile_problem({{"gplssh-n0", 1}, {"10.213.7.99", 1}}, shared);
-  unsetenv("OMPI_MCA_plm_rsh_args");
   CHECK(unreachable.find("host 10.213.7.99") != std::string::npos);
+  // Processes a run left on a host are found over ssh by the run's marker and killed: a sleeper
+  // carrying one (the nodes share this machine's processes, so the node's /proc shows it).
+  (void)gpulab::cli::start_daemon({"sh", "-c", "GPULAB_MPI_RUN=4242-7 setsid sleep 300 >/dev/null 2>&1 &"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto left = gpulab::cli::remote_leftovers({"gplssh-n1"}, "4242-7");
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].rfind("gplssh-n1:", 0) == 0);
+  CHECK(gpulab::cli::remote_leftovers({"gplssh-n1"}, "4242-7").empty());  // killed the first time
+  CHECK(gpulab::cli::remote_leftovers({"gplssh-n1"}, "1; reboot").front().find("not one of") != std::string::npos);
+  unsetenv("OMPI_MCA_plm_rsh_args");
   // down: the sshds were processes in the namespaces; nothing of them, or of the files, is left.
   CHECK(gpulab::cli::cluster_command(paths, "down", p) == 0);
   CHECK(gpulab::cli::discover_cluster("gplssh").empty());
@@ -331,6 +342,17 @@ TEST_CASE("lab 07's reference graded inside a Slurm allocation across two nodes 
   CHECK(gpulab::cli::discover_cluster("gplslurm").empty());
   CHECK_FALSE(fs::exists(slurm_dir));
   CHECK(gpulab::cli::processes_running(slurm_dir.string()).empty());
+}
+
+TEST_CASE("the transport that ran is read back from OpenMPI's own selection messages", "[cpu]") {
+  const std::string ob1 =
+      "[vm:10166] select: initializing pml component ob1\n[vm:10166] selected ob1 best priority 20\n[vm:10166] select: component ob1 selected\n"
+      "[vm:10165] mca: bml: Using vader btl for send to [[19281,1],1] on node vm\n"
+      "[vm:10165] mca: bml: Using self btl for send to [[19281,1],0] on node vm\n"
+      "[n0:1] mca: bml: Using tcp btl for send to [[19281,1],2] on node n1\n";
+  CHECK(gpulab::cli::transport_that_ran(ob1) == "pml ob1, btl tcp, vader");
+  CHECK(gpulab::cli::transport_that_ran("[ib01:7] select: component ucx selected\n") == "pml ucx");
+  CHECK(gpulab::cli::transport_that_ran("alpha_us 3.1\n").empty());
 }
 
 TEST_CASE("faults are parsed from link-down:NODE@SECONDS and kill:RANK@SECONDS", "[cpu]") {

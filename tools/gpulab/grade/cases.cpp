@@ -284,7 +284,10 @@ CaseRun run_case(const RunSpec& spec) {
     run.process = m.process;
     run.problems = m.problems;
     if (!m.leftovers.empty()) {
-      run.problems.push_back(std::to_string(m.leftovers.size()) + " process(es) of the program were still running afterwards (now killed)");
+      std::string which;  // pids here, HOST:PID on a cluster's other hosts
+      for (std::size_t i = 0; i < m.leftovers.size() && i < 4; ++i) which += (i ? ", " : "") + m.leftovers[i];
+      run.problems.push_back(std::to_string(m.leftovers.size()) + " process(es) of the program were still running afterwards (now killed): " + which +
+                             (m.leftovers.size() > 4 ? ", …" : ""));
     }
     MpiRun shown = m;
     if (framed) {

@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <random>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "grade/build.hpp"
@@ -131,6 +133,9 @@ std::string hostfile_setup(const Paths& paths, const GradeOptions& options, cons
   if (!problem.empty()) return problem;
   set_mpi_faults({});
   set_mpi_placement(hostfile_mpirun_args(fs::absolute(options.hostfile)), false);
+  std::vector<std::string> names;
+  for (const HostfileHost& h : hosts) names.push_back(h.name);
+  set_mpi_remote_hosts(names);
   return "";
 }
 
@@ -199,8 +204,11 @@ std::string slurm_setup(const Paths& paths, const GradeOptions& options, const L
   return "";
 }
 
+void measure_pair(const GradeInputs& in, Check& c, const std::string& between);
+
 /// The launcher a --hostfile grade ran under, its hosts and what is and is not checked there (an INFO line).
-Check hostfile_check(const GradeOptions& options, const std::vector<HostfileHost>& hosts) {
+Check hostfile_check(const GradeInputs& in, const std::vector<HostfileHost>& hosts) {
+  const GradeOptions& options = in.options;
   Check c;
   std::string list;
   int slots = 0;
@@ -216,27 +224,18 @@ Check hostfile_check(const GradeOptions& options, const std::vector<HostfileHost
   c.details.push_back("hosts: " + list + "; " + std::to_string(slots) + " slots in all (more ranks than slots oversubscribe them)");
   c.details.push_back("the transport is the cluster's own choice (no --mca pml or btl forced); each rank's environment from the grader is exported (-x)");
   c.details.push_back("the ranks' records come home through the course's tree, which every host was seen to mount");
-  c.details.push_back("not checked on the other hosts: processes left behind (only this host's are looked for)");
+  c.details.push_back("after every run each host is asked over ssh for processes carrying the run's marker: any is killed and reported");
   c.data["hosts"] = hosts.size();
   c.data["slots"] = slots;
+  if (hosts.size() >= 2) measure_pair(in, c, "between " + hosts[0].name + " and " + hosts[1].name + " (ranks 0 and 1)");
   return c;
 }
 
-/// The topology and the links' α and β, measured by gpulab-pingpong between the first two
-/// nodes (an INFO line: what every distributed case below ran on).
-Check cluster_check(const GradeInputs& in) {
-  const ClusterPlan plan = saved_cluster(in.paths);
-  Check c;
-  c.name = "cluster: " + std::to_string(plan.nodes) + " nodes (" + plan.node(0) + " …), links " + (plan.link_rate.empty() ? "unshaped" : plan.link_rate) +
-           ", ranks round-robin by node over TCP" + (plan.with == "ssh" ? ", started over ssh (an sshd in each node)" : "");
-  c.kind = Kind::kStructure;
-  c.where = Where::kCpu;
-  c.status = Status::kInfo;
+/// gpulab-pingpong on ranks 0 and 1 (on two nodes or hosts, round-robin), with OpenMPI saying
+/// which transport it chose: α, β, an exact all-reduce of integers, and the transport, into @p c
+/// (a failure there fails @p c). @p between names the pair for the lines.
+void measure_pair(const GradeInputs& in, Check& c, const std::string& between) {
   const fs::path pingpong = in.paths.build / "bin" / "gpulab-pingpong";
-  if (plan.nodes < 2) {
-    c.details.push_back("one node: no link to measure");
-    return c;
-  }
   // Built on demand (./gpulab builds only the CLI); the build is incremental, so this costs a
   // moment once. Without MPI the target does not exist and the build says so.
   const BuildResult built = build_targets(in.paths, {"gpulab-pingpong"});
@@ -245,10 +244,12 @@ Check cluster_check(const GradeInputs& in) {
     const bool no_target = built.output.find("unknown target") != std::string::npos || built.output.find("No rule to make target") != std::string::npos;
     c.details.push_back("gpulab-pingpong could not be built" +
                         std::string(no_target ? ": this build found no MPI (./gpulab doctor)" : ": " + utf8_prefix(built.diagnostics, 300)));
-    return c;
+    return;
   }
   ProcessOptions o;
   o.timeout_s = 120;
+  o.env["OMPI_MCA_pml_base_verbose"] = "10";  // each rank says which messaging layer and transports it chose
+  o.env["OMPI_MCA_btl_base_verbose"] = "10";
   const std::vector<MpiFault> faults = mpi_faults();  // the links are measured as they are, without the faults
   set_mpi_faults({});
   const MpiRun run = run_mpi(2, in.log_dir / "pingpong", {pingpong.string()}, o);
@@ -264,21 +265,41 @@ Check cluster_check(const GradeInputs& in) {
   const std::size_t a = out.find("alpha_us "), b = out.find("beta_gbs ");
   if (!run.process.exited(0) || a == std::string::npos || b == std::string::npos) {
     c.status = Status::kFail;
-    c.details.push_back("the ping-pong between " + plan.node(0) + " and " + plan.node(1) + " failed (" + run.process.describe() + "): " + out);
+    c.details.push_back("the ping-pong " + between + " failed (" + run.process.describe() + "): " + utf8_prefix(out, 600));
     for (const std::string& p : run.problems) c.details.push_back(p);
-    c.hints.push_back("./gpulab cluster status shows the nodes; ./gpulab cluster up --nodes N remakes them");
-    return c;
+    return;
   }
   const double alpha = std::atof(out.c_str() + a + 9), beta = std::atof(out.c_str() + b + 9);
   char text[240];
-  std::snprintf(text, sizeof text, "measured between %s and %s: alpha %.1f us (half a 1-byte round trip), beta %.3f GB/s at 64 MiB (t(n) = alpha + n / beta)",
-                plan.node(0).c_str(), plan.node(1).c_str(), alpha, beta);
+  std::snprintf(text, sizeof text, "measured %s: alpha %.1f us (half a 1-byte round trip), beta %.3f GB/s at 64 MiB (t(n) = alpha + n / beta)",
+                between.c_str(), alpha, beta);
   c.details.push_back(text);
   if (out.find("allreduce_exact ") != std::string::npos) c.details.push_back("an all-reduce of 8 MiB of integers across the two nodes: exact");
+  const std::string transport = transport_that_ran(out);
+  if (!transport.empty()) c.details.push_back("the transport OpenMPI chose (its own selection messages): " + transport);
   c.data["alpha_us"] = alpha;
   c.data["beta_gbs"] = beta;
+  c.data["transport"] = transport;
+}
+
+/// The topology and the links' α and β, measured by gpulab-pingpong between the first two
+/// nodes (an INFO line: what every distributed case below ran on).
+Check cluster_check(const GradeInputs& in) {
+  const ClusterPlan plan = saved_cluster(in.paths);
+  Check c;
+  c.name = "cluster: " + std::to_string(plan.nodes) + " nodes (" + plan.node(0) + " …), links " + (plan.link_rate.empty() ? "unshaped" : plan.link_rate) +
+           ", ranks round-robin by node over TCP" + (plan.with == "ssh" ? ", started over ssh (an sshd in each node)" : "");
+  c.kind = Kind::kStructure;
+  c.where = Where::kCpu;
+  c.status = Status::kInfo;
   c.data["nodes"] = plan.nodes;
   c.data["link_rate"] = plan.link_rate;
+  if (plan.nodes < 2) {
+    c.details.push_back("one node: no link to measure");
+    return c;
+  }
+  measure_pair(in, c, "between " + plan.node(0) + " and " + plan.node(1));
+  if (c.status == Status::kFail) c.hints.push_back("./gpulab cluster status shows the nodes; ./gpulab cluster up --nodes N remakes them");
   return c;
 }
 
@@ -385,7 +406,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
   TreesBefore before;
   if (prepare(in, before, result)) {
     if (options.nodes > 0) result.card.add(cluster_check(in));
-    if (!hosts.empty()) result.card.add(hostfile_check(options, hosts));
+    if (!hosts.empty()) result.card.add(hostfile_check(in, hosts));
     if (launcher == "slurm") {
       Check c;
       c.name = "launcher: mpirun inside the Slurm " + allocation;
@@ -395,6 +416,8 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       c.details.push_back("OpenMPI starts its daemons through Slurm (srun); the transport is the cluster's own choice (no --mca pml or btl forced)");
       c.details.push_back("the ranks' records come home through the course's tree, which every node was seen to mount");
       c.details.push_back("not checked on the other nodes: processes left behind (Slurm ends a job step's processes when its srun ends)");
+      const char* nodes = std::getenv("SLURM_NNODES");
+      if (nodes != nullptr && std::atoi(nodes) >= 2) measure_pair(in, c, "between ranks 0 and 1 (on two nodes)");
       result.card.add(c);
     }
     // The pipeline: each stage takes what the earlier ones produced; the first that cannot go on

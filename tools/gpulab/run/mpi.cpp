@@ -1,6 +1,7 @@
 /// @file mpi.cpp
 /// @brief mpirun with a time limit, per-rank output and launcher diagnostics.
 #include "run/mpi.hpp"
+#include "run/cluster.hpp"
 
 #include <signal.h>
 #include <spawn.h>
@@ -30,11 +31,39 @@ std::vector<std::string>& placement() {
   static std::vector<std::string> args;
   return args;
 }
+std::vector<std::string>& remote_hosts() {
+  static std::vector<std::string> hosts;
+  return hosts;
+}
 bool& forced_transport() {
   static bool forced = true;
   return forced;
 }
 }  // namespace
+
+void set_mpi_remote_hosts(std::vector<std::string> hosts) { remote_hosts() = std::move(hosts); }
+
+std::vector<std::string> remote_leftovers(const std::vector<std::string>& hosts, const std::string& marker_value) {
+  std::vector<std::string> found;
+  // A marker is digits and a dash (run_mpi's): nothing the remote shell could read as code.
+  if (marker_value.find_first_not_of("0123456789-") != std::string::npos) return {"the marker \"" + marker_value + "\" is not one of run_mpi's"};
+  const std::string script = "for f in /proc/[0-9]*/environ; do if tr '\\0' '\\n' < \"$f\" 2>/dev/null | grep -qx 'GPULAB_MPI_RUN=" + marker_value +
+                             "'; then p=${f#/proc/}; p=${p%/environ}; echo \"left $p\"; kill -9 \"$p\"; fi; done; echo done";
+  for (const std::string& host : hosts) {
+    ProcessOptions o;
+    o.timeout_s = 20;
+    const ProcessResult r = run_process(probe_ssh_argv(host, script), o);
+    if (!r.exited(0) || r.output.find("done") == std::string::npos) {
+      found.push_back(host + ": could not be asked for processes left behind (" + r.describe() + ")");
+      continue;
+    }
+    std::istringstream lines(r.output);
+    for (std::string word, pid; lines >> word;) {
+      if (word == "left" && lines >> pid) found.push_back(host + ":" + pid);
+    }
+  }
+  return found;
+}
 
 void set_mpi_placement(std::vector<std::string> args, bool force_transport) {
   placement() = std::move(args);
@@ -209,6 +238,26 @@ std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std:
   return argv;
 }
 
+/// The MPI transport that ran, from OpenMPI's own selection messages (pml_base_verbose and
+/// btl_base_verbose at 10): "pml ob1, btl tcp between hosts and vader within one" style, or "".
+std::string transport_that_ran(const std::string& output) {
+  static const std::regex pml(R"(select: component (\w+) selected)");
+  static const std::regex btl(R"(Using (\w+) btl for send to \S+ on node (\S+))");
+  std::smatch m;
+  std::string said;
+  if (std::regex_search(output, m, pml)) said = "pml " + m[1].str();
+  std::set<std::string> btls;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), btl); it != std::sregex_iterator(); ++it) {
+    if ((*it)[1] != "self") btls.insert((*it)[1]);
+  }
+  if (!btls.empty()) {
+    std::string list;
+    for (const std::string& b : btls) list += (list.empty() ? "" : ", ") + b;
+    said += (said.empty() ? "" : ", ") + std::string("btl ") + list;
+  }
+  return said;
+}
+
 std::vector<std::string> launcher_problems(const std::string& out) {
   std::vector<std::string> problems;
   std::smatch m;
@@ -309,6 +358,8 @@ MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& 
       run.leftovers.push_back(std::to_string(pid));
       kill(pid, SIGKILL);
     }
+    // And on the other hosts of a real cluster, over ssh, by the same marker.
+    for (const std::string& left : remote_leftovers(remote_hosts(), marker_value)) run.leftovers.push_back(left);
   }
   return run;
 }

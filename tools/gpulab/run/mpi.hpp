@@ -40,6 +40,15 @@ struct MpiFault {
 };
 /// Parses "link-down:1@3.5" or "kill:2@1"; nullopt-like (target < 0) with @p error set when wrong.
 MpiFault parse_fault(const std::string& text, std::string& error);
+/// The other hosts every mpirun from now on places ranks on (grade --hostfile): after each run
+/// each is asked over ssh for processes that carry the run's marker, which are killed and
+/// reported "HOST:PID" among the leftovers. Empty (the default): this host only.
+void set_mpi_remote_hosts(std::vector<std::string> hosts);
+/// On each of @p hosts over ssh (probe_ssh_argv: 20 s at most each): the processes whose
+/// environment holds GPULAB_MPI_RUN=@p marker_value, killed; "HOST:PID" each, or "HOST: why not"
+/// when the host could not be asked.
+std::vector<std::string> remote_leftovers(const std::vector<std::string>& hosts, const std::string& marker_value);
+
 /// Injects @p faults into every mpirun from now on (empty: none). A run with faults has a time
 /// limit of the last fault's time + 20 s at most, so that a cut-off rank cannot hang the grade.
 void set_mpi_faults(std::vector<MpiFault> faults);
@@ -59,6 +68,11 @@ std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std:
 /// launcher's complaints ("rank 1 was killed by signal 9", "MPI_Abort on rank 2").
 MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& command,
                const ProcessOptions& options);
+
+/// The MPI transport that ran, from OpenMPI's own selection messages in a rank's output (run with
+/// OMPI_MCA_pml_base_verbose and OMPI_MCA_btl_base_verbose at 10): "pml ob1, btl tcp, vader",
+/// "pml ucx", or "" when it said nothing.
+std::string transport_that_ran(const std::string& output);
 
 /// Lines of @p launcher_output that say which rank failed and how, shortened.
 std::vector<std::string> launcher_problems(const std::string& launcher_output);
