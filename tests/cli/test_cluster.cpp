@@ -46,7 +46,7 @@ struct ScratchCluster {
   ClusterPlan plan;
   std::string pingpong = pingpong_program();
   gpulab::cli::ProcessOptions options;  ///< for run_mpi: 120 s
-  ScratchCluster(const std::string& prefix, const std::string& subnet, const std::string& with = "") {
+  ScratchCluster(const std::string& prefix, const std::string& subnet, const std::string& with = "", int nodes = 2) {
     options.timeout_s = 120;
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
@@ -54,7 +54,7 @@ struct ScratchCluster {
     paths.build = paths.root / "build";
     std::filesystem::remove_all(paths.root);
     std::filesystem::create_directories(paths.root);
-    plan.nodes = 2;
+    plan.nodes = nodes;
     plan.link_rate = "1gbit";
     plan.prefix = prefix;
     plan.subnet = subnet;
@@ -254,7 +254,7 @@ TEST_CASE("hostfiles are read as OpenMPI reads them and a real cluster keeps its
   CHECK(probe == std::vector<std::string>{"ssh", "-F", "/x/ssh_config", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "node07", "true"});
 }
 
-TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the grader's environment and a hostfile's checks", "[cpu][cluster][ssh]") {
+TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the grader's environment and grades lab 07 over its hostfile", "[cpu][cluster][ssh]") {
   ScratchCluster cluster("gplssh", "10.213.7", "ssh");
   REQUIRE(cluster.up);
   const gpulab::cli::Paths& paths = cluster.paths;
@@ -295,6 +295,17 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   CHECK(left[0].rfind("gplssh-n1:", 0) == 0);
   CHECK(gpulab::cli::remote_leftovers({"gplssh-n1"}, "4242-7").empty());  // killed the first time
   CHECK(gpulab::cli::remote_leftovers({"gplssh-n1"}, "1; reboot").front().find("not one of") != std::string::npos);
+  // A whole grade over the hostfile, as on a cluster: lab 07's reference, its exactness case.
+  gpulab::cli::ProcessOptions g;
+  g.timeout_s = 240;
+  g.env["OMPI_MCA_plm_rsh_args"] = "-F " + (ssh_dir / "ssh_config").string();
+  const auto graded = gpulab::cli::run_process({std::string(GPULAB_BIN_DIR) + "/gpulab-cli", "grade", "07", "--solutions", "--hostfile", (ssh_dir / "hostfile").string(),
+                                                "--ranks", "2", "--case", "ring_allreduce is exact on integers and identical on every rank"}, g);
+  INFO(graded.output);
+  CHECK(graded.exited(0));
+  CHECK(graded.output.find("over ssh: 2 hosts") != std::string::npos);
+  CHECK(graded.output.find("the transport OpenMPI chose (its own selection messages): pml ob1, btl tcp") != std::string::npos);
+  CHECK(graded.output.find("PASS      [cpu] ring_allreduce is exact on integers and identical on every rank (W=2)") != std::string::npos);
   unsetenv("OMPI_MCA_plm_rsh_args");
   // down: the sshds were processes in the namespaces; nothing of them, or of the files, is left.
   CHECK(gpulab::cli::cluster_command(paths, "down", p) == 0);
@@ -316,8 +327,8 @@ TEST_CASE("with slurm the controller sits on the bridge and each node is a slurm
   CHECK(conf.find("SlurmdSpoolDir=/x/slurm/spool-%n\n") != std::string::npos);        // one per node, on one filesystem
 }
 
-TEST_CASE("lab 07's reference graded inside a Slurm allocation across two nodes and an allocation too small refused", "[cpu][cluster][slurm]") {
-  ScratchCluster cluster("gplslurm", "10.213.6", "slurm");
+TEST_CASE("lab 07's reference graded inside a Slurm allocation across three nodes and an allocation too small refused", "[cpu][cluster][slurm]") {
+  ScratchCluster cluster("gplslurm", "10.213.6", "slurm", 3);
   REQUIRE(cluster.up);
   const fs::path slurm_dir = gpulab::cli::cluster_agent_path(cluster.paths).parent_path() / "slurm";
   gpulab::cli::ProcessOptions o;
@@ -325,13 +336,16 @@ TEST_CASE("lab 07's reference graded inside a Slurm allocation across two nodes 
   o.env["SLURM_CONF"] = (slurm_dir / "slurm.conf").string();
   const std::string cli = std::string(GPULAB_BIN_DIR) + "/gpulab-cli";
   // The launcher is found from the allocation (SLURM_JOB_ID); OpenMPI starts its daemons by srun.
-  const auto graded = gpulab::cli::run_process({"salloc", "-N", "2", "-n", "2", cli, "grade", "07", "--solutions", "--ranks", "2", "--case",
+  const auto graded = gpulab::cli::run_process({"salloc", "-N", "3", "-n", "3", cli, "grade", "07", "--solutions", "--ranks", "2", "3", "--case",
                                                 "ring_allreduce is exact on integers and identical on every rank"}, o);
   INFO(graded.output);
   CHECK(graded.exited(0));
   CHECK(graded.output.find("launcher: mpirun inside the Slurm allocation") != std::string::npos);
-  CHECK(graded.output.find("2 nodes (") != std::string::npos);
-  CHECK(graded.output.find("PASS      [cpu] ring_allreduce is exact on integers and identical on every rank (W=2)") != std::string::npos);
+  CHECK(graded.output.find("3 nodes (") != std::string::npos);
+  CHECK(graded.output.find("an all-reduce of 8 MiB of integers across the two nodes: exact") != std::string::npos);
+  for (const char* w : {"2", "3"}) {
+    CHECK(graded.output.find(std::string("PASS      [cpu] ring_allreduce is exact on integers and identical on every rank (W=") + w + ")") != std::string::npos);
+  }
   const auto small = gpulab::cli::run_process({"salloc", "-N", "2", "-n", "2", cli, "grade", "07", "--solutions", "--ranks", "4", "--case",
                                                "ring_allreduce is exact on integers and identical on every rank"}, o);
   INFO(small.output);

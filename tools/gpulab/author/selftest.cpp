@@ -30,21 +30,31 @@ namespace {
 
 /// CTest over the unit tests (the labs' reference cases run once, in `grade --solutions`), @p jobs
 /// at a time.
-void run_unit_tests(const Paths& paths, bool gpu, Table& table, int jobs) {
-  const fs::path junit = paths.build / "selftest" / "unit-tests.xml";
+/// Which unit tests a run_unit_tests call runs: all, all but the [cluster] ones (they start
+/// daemons and nested grades: beside a lab's timing gates they are load the gates should not
+/// have to bear), or only those, alone after the labs.
+enum class UnitScope { kAll, kWithoutCluster, kClusterOnly };
+
+void run_unit_tests(const Paths& paths, bool gpu, Table& table, int jobs, UnitScope scope = UnitScope::kAll) {
+  const bool cluster_only = scope == UnitScope::kClusterOnly;
+  const std::string row = cluster_only ? "unit tests: the [cluster] cases, alone after the labs (ctest)" : "unit tests (ctest)";
+  const fs::path junit = paths.build / "selftest" / (cluster_only ? "unit-tests-cluster.xml" : "unit-tests.xml");
   fs::create_directories(junit.parent_path());
   fs::remove(junit);
   ProcessOptions o;
   o.timeout_s = 3600;
   o.echo = true;
-  const ProcessResult r = run_process({"ctest", "--test-dir", paths.build.string(), "-j", std::to_string(jobs), "-L", "^unit$",
-                                       "--output-on-failure", "--no-tests=error", "--output-junit", junit.string()},
-                                      o);
+  std::vector<std::string> argv = {"ctest", "--test-dir", paths.build.string(), "-j", std::to_string(jobs), "-L", "^unit$",
+                                   "--output-on-failure", "--output-junit", junit.string()};
+  if (scope == UnitScope::kWithoutCluster) argv.insert(argv.end(), {"-LE", "^cluster$"});
+  if (cluster_only) argv.insert(argv.end(), {"-L", "^cluster$"});
+  argv.push_back(cluster_only ? "--no-tests=ignore" : "--no-tests=error");
+  const ProcessResult r = run_process(argv, o);
   std::vector<JunitCase> cases;
   try {
     cases = parse_junit(read_text(junit));
   } catch (const std::exception& e) {
-    table.add("unit tests (ctest)", "fail", r.describe() + "; no results: " + e.what());
+    table.add(row, "fail", r.describe() + "; no results: " + e.what());
     return;
   }
   int passed = 0, failed = 0, skipped = 0;
@@ -54,8 +64,9 @@ void run_unit_tests(const Paths& paths, bool gpu, Table& table, int jobs) {
     failed += c.failed;
     skipped += c.skipped && !c.failed;
   }
-  table.add("unit tests (ctest)", r.exited(0) && failed == 0 ? "pass" : "fail",
+  table.add(row, r.exited(0) && failed == 0 ? "pass" : "fail",
             std::to_string(passed) + " passed, " + std::to_string(failed) + " failed, " + std::to_string(skipped) + " skipped");
+  if (cluster_only) return;
   // The [gpu] unit cases, by CTest label: with a GPU every one must run; without, none may pass.
   const ProcessResult listed = run_process({"ctest", "--test-dir", paths.build.string(), "-N", "-L", "^unit$", "-L", "^gpu$",
                                             "--show-only=json-v1"}, {});
@@ -362,7 +373,7 @@ void check_labs_side_by_side(const Paths& paths, const std::vector<LabConfig>& l
       try {
         Table own(dir / (name + "-table.json"));
         if (lab == nullptr) {
-          run_unit_tests(paths, gpu, own, 1);
+          run_unit_tests(paths, gpu, own, 1, UnitScope::kWithoutCluster);
         } else {
           check_lab(paths, *lab, options, gpu, own);
         }
@@ -471,6 +482,7 @@ int selftest(const Paths& paths, const SelftestOptions& options) {
   bool side_by_side = options.jobs > 1 && chosen.size() > 1;
   if (side_by_side) {
     check_labs_side_by_side(paths, chosen, options, gpu, /*unit_tests=*/true, table);
+    run_unit_tests(paths, gpu, table, 1, UnitScope::kClusterOnly);
   } else {
     run_unit_tests(paths, gpu, table, build_jobs());
     for (const LabConfig& lab : chosen) check_lab(paths, lab, options, gpu, table);
