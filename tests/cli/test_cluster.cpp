@@ -8,6 +8,8 @@
 
 #include <unistd.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -239,6 +241,10 @@ TEST_CASE("hostfiles are read as OpenMPI reads them and a real cluster keeps its
   CHECK(error.find("line 1") != std::string::npos);
   CHECK(gpulab::cli::parse_hostfile("node07;reboot slots=2\n", error).empty());
   CHECK(error.find("not a host name") != std::string::npos);
+  CHECK(gpulab::cli::parse_hostfile("-oProxyCommand=reboot\n", error).empty());  // ssh would take it for an option
+  CHECK(gpulab::cli::parse_hostfile("node07 slots=99999999999\n", error).empty());
+  CHECK(error.find("is not slots=N") != std::string::npos);
+  CHECK(gpulab::cli::shell_quote("/home/o'brien/gpulab") == "'/home/o'\\''brien/gpulab'");
   CHECK(gpulab::cli::parse_hostfile("# nothing\n", error).empty());
   CHECK(error.find("no host") != std::string::npos);
   const auto forced = [](const std::vector<std::string>& argv) { return std::find(argv.begin(), argv.end(), "pml") != argv.end(); };
@@ -270,6 +276,20 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   REQUIRE(run.rank_output.size() == 2);
   CHECK(run.rank_output[0].find("host=gplssh-n0 value=42") != std::string::npos);
   CHECK(run.rank_output[1].find("host=gplssh-n1 value=42") != std::string::npos);
+  // A run that hangs on one node (rank 1 sleeps) is stopped at its time limit, and nothing of it
+  // is left on either node: each is asked over ssh by the run's marker afterwards.
+  gpulab::cli::set_mpi_remote_hosts({p.node(0), p.node(1)});
+  setenv("OMPI_MCA_plm_rsh_args", ("-F " + (ssh_dir / "ssh_config").string()).c_str(), 1);
+  gpulab::cli::ProcessOptions limited = cluster.options;
+  limited.timeout_s = 8;
+  const auto hung = gpulab::cli::run_mpi(2, paths.root / "logs-hang", {"sh", "-c", "[ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && exec sleep 313; exit 0"}, limited);
+  gpulab::cli::set_mpi_remote_hosts({});
+  unsetenv("OMPI_MCA_plm_rsh_args");
+  CHECK(hung.process.timed_out);
+  REQUIRE_FALSE(hung.problems.empty());
+  CHECK(hung.problems.front().find("did not finish within 8 s") != std::string::npos);
+  for (const std::string& left : hung.leftovers) CHECK(left.find("could not be asked") == std::string::npos);  // both nodes answered
+  CHECK(gpulab::cli::processes_running("sleep 313").empty());
   // MPI across the nodes over ssh: the ping-pong's all-reduce, exact on both ranks.
   const auto pp = gpulab::cli::run_mpi(2, paths.root / "logs-pp", {cluster.pingpong}, cluster.options);
   INFO(pp.process.output + (pp.rank_output.empty() ? "" : pp.rank_output[0]));
@@ -288,13 +308,21 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   CHECK(unreachable.find("host 10.213.7.99") != std::string::npos);
   // Processes a run left on a host are found over ssh by the run's marker and killed: a sleeper
   // carrying one (the nodes share this machine's processes, so the node's /proc shows it).
-  (void)gpulab::cli::start_daemon({"sh", "-c", "GPULAB_MPI_RUN=4242-7 setsid sleep 300 >/dev/null 2>&1 &"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const auto left = gpulab::cli::remote_leftovers({"gplssh-n1"}, "4242-7");
+  (void)gpulab::cli::start_daemon({"sh", "-c", "GPULAB_MPI_RUN=4242-7 setsid sleep 317 >/dev/null 2>&1 &"});
+  for (int i = 0; i < 50 && gpulab::cli::processes_running("sleep 317").empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::vector<std::string> unasked;
+  const auto left = gpulab::cli::remote_leftovers({"gplssh-n1"}, "4242-7", &unasked);
+  for (int pid : gpulab::cli::processes_running("sleep 317")) kill(pid, SIGKILL);  // whatever the checks below say, nothing stays
+  CHECK(unasked.empty());
   REQUIRE(left.size() == 1);
   CHECK(left[0].rfind("gplssh-n1:", 0) == 0);
   CHECK(gpulab::cli::remote_leftovers({"gplssh-n1"}, "4242-7").empty());  // killed the first time
-  CHECK(gpulab::cli::remote_leftovers({"gplssh-n1"}, "1; reboot").front().find("not one of") != std::string::npos);
+  (void)gpulab::cli::remote_leftovers({"gplssh-n1"}, "1; reboot", &unasked);
+  REQUIRE(unasked.size() == 1);
+  CHECK(unasked.front().find("not one of run_mpi's") != std::string::npos);
+  const auto nowhere = gpulab::cli::remote_leftovers({"10.213.7.99"}, "4242-7", &unasked);
+  CHECK(nowhere.empty());  // a host that cannot be asked is not a leftover: it is said
+  CHECK(unasked.back().find("10.213.7.99 could not be asked") != std::string::npos);
   // A whole grade over the hostfile, as on a cluster: lab 07's reference, its exactness case.
   gpulab::cli::ProcessOptions g;
   g.timeout_s = 240;
@@ -325,6 +353,9 @@ TEST_CASE("with slurm the controller sits on the bridge and each node is a slurm
   CHECK(conf.find("PartitionName=gpulab Nodes=ALL Default=YES") != std::string::npos);
   CHECK(conf.find("AuthInfo=socket=/x/slurm/munge.socket\n") != std::string::npos);  // a munged of the cluster's own
   CHECK(conf.find("SlurmdSpoolDir=/x/slurm/spool-%n\n") != std::string::npos);        // one per node, on one filesystem
+  CHECK(conf.find("SlurmctldPort=6900\n") != std::string::npos);  // 6900 + the subnet's third number: never a real slurmctld's 6817
+  p.subnet = "10.213.6";
+  CHECK(p.slurmctld_port() == 6906);
 }
 
 TEST_CASE("lab 07's reference graded inside a Slurm allocation across three nodes and an allocation too small refused", "[cpu][cluster][slurm]") {

@@ -207,7 +207,8 @@ int run_tests(int argc, char** argv, DeviceProbeFn probe) {
   // along with iproute2 where apt-get can run).
   const std::string ssh_why_not = access("/usr/sbin/sshd", X_OK) == 0 ? "" : "needs OpenSSH's server (/usr/sbin/sshd: apt-get install openssh-server)";
   // [slurm] ones start munged, slurmctld and slurmds: Slurm and munge too.
-  const std::string slurm_why_not = access("/usr/sbin/slurmd", X_OK) == 0 && access("/usr/sbin/munged", X_OK) == 0
+  const std::string slurm_why_not = access("/usr/sbin/slurmd", X_OK) == 0 && access("/usr/sbin/slurmctld", X_OK) == 0 &&
+                                            access("/usr/sbin/munged", X_OK) == 0 && on_path("salloc")
                                         ? "" : "needs Slurm and munge (apt-get install slurm-wlm munge)";
   std::vector<std::string> ssh_names, slurm_names;
   for (const auto& tc : selected) {

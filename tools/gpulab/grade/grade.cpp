@@ -149,7 +149,10 @@ std::string chosen_launcher(const GradeOptions& options, std::string& problem) {
   if (!problem.empty()) return "";
   if (!options.launcher.empty()) return options.launcher;
   if (!options.hostfile.empty()) return "hostfile";
-  if (options.nodes == 0 && std::getenv("SLURM_JOB_ID") != nullptr) return "slurm";
+  // Inside an allocation of several nodes: Slurm. One node (a batch job with a GPU, a CI runner
+  // Slurm started) grades here, sandboxed, as anywhere else.
+  const char* nodes = std::getenv("SLURM_NNODES");
+  if (options.nodes == 0 && std::getenv("SLURM_JOB_ID") != nullptr && nodes != nullptr && std::atoi(nodes) > 1) return "slurm";
   return "local";
 }
 
@@ -181,7 +184,9 @@ std::string slurm_setup(const Paths& paths, const GradeOptions& options, const L
   const std::string nodes = nodes_env != nullptr ? nodes_env : "1";
   ProcessOptions o;
   o.timeout_s = 60;
-  const ProcessResult r = run_process({"srun", "-N", nodes, "--ntasks-per-node=1", "sh", "-c", "echo \"$(hostname) $(cat '" + probe.string() + "')\""}, o);
+  // One task per node (-n as many as nodes, whatever the allocation's own task count), each line tagged.
+  const ProcessResult r = run_process({"srun", "-N", nodes, "-n", nodes, "--ntasks-per-node=1", "sh", "-c",
+                                       "echo \"gpulab-probe $(hostname) $(cat " + shell_quote(probe.string()) + ")\""}, o);
   fs::remove(probe);
   std::string said = utf8_prefix(r.output, 300);
   while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) said.pop_back();
@@ -190,6 +195,8 @@ std::string slurm_setup(const Paths& paths, const GradeOptions& options, const L
   int seen = 0;
   std::string hosts;
   for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("gpulab-probe ", 0) != 0) continue;  // srun's own notes
+    line.erase(0, 13);
     if (line.find(probe.filename().string()) == std::string::npos) {
       return "a node of the allocation does not see " + probe.string() + " (" + line +
              "): the ranks write their records into the grade's folder, so the course's tree must lie on a filesystem every node mounts";

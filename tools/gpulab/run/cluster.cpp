@@ -213,7 +213,7 @@ std::string cluster_slurm_conf(const ClusterPlan& plan, const fs::path& d, int c
                   "StateSaveLocation=" + dir + "/state\nSlurmdSpoolDir=" + dir + "/spool-%n\n"
                   "SlurmctldPidFile=" + dir + "/slurmctld.pid\nSlurmdPidFile=" + dir + "/slurmd-%n.pid\n"
                   "SlurmctldLogFile=" + dir + "/slurmctld.log\nSlurmdLogFile=" + dir + "/slurmd-%n.log\n"
-                  "SlurmctldPort=6817\nSlurmdPort=6818\n";
+                  "SlurmctldPort=" + std::to_string(plan.slurmctld_port()) + "\nSlurmdPort=6818\n";
   for (int i = 0; i < plan.nodes; ++i) {
     c += "NodeName=" + plan.node(i) + " NodeAddr=" + plan.address(i) + " CPUs=" + std::to_string(cpus) + " State=UNKNOWN\n";
   }
@@ -241,6 +241,12 @@ std::string cluster_agent_script() {
 
 fs::path cluster_agent_path(const Paths& paths) { return cluster_dir(paths) / "agent.sh"; }
 
+std::string shell_quote(const std::string& text) {
+  std::string q = "'";
+  for (char c : text) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 std::vector<HostfileHost> parse_hostfile(const std::string& text, std::string& error) {
   std::vector<HostfileHost> hosts;
   std::istringstream in(text);
@@ -254,13 +260,13 @@ std::vector<HostfileHost> parse_hostfile(const std::string& text, std::string& e
     for (std::string word; words >> word;) {
       if (word.rfind("slots=", 0) != 0) continue;
       const std::string n = word.substr(6);
-      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1) {
+      if (n.empty() || n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos || std::stoi(n) < 1) {
         error = "line " + std::to_string(number) + ": \"" + word + "\" is not slots=N with N >= 1";
         return {};
       }
       h.slots = std::stoi(n);
     }
-    if (h.name.find_first_of("'\"`$;|&<>\\") != std::string::npos) {
+    if (h.name.find_first_of("'\"`$;|&<>\\") != std::string::npos || h.name[0] == '-') {  // '-': ssh would read it as an option
       error = "line " + std::to_string(number) + ": \"" + h.name + "\" is not a host name";
       return {};
     }
@@ -284,7 +290,7 @@ std::string hostfile_problem(const std::vector<HostfileHost>& hosts, const fs::p
   for (const HostfileHost& h : hosts) {
     ProcessOptions o;
     o.timeout_s = 20;
-    const ProcessResult r = run_process(probe_ssh_argv(h.name, "cat '" + shared.string() + "'"), o);
+    const ProcessResult r = run_process(probe_ssh_argv(h.name, "cat " + shell_quote(shared.string())), o);
     if (r.timed_out) return "host " + h.name + " did not answer over ssh within 20 s";
     if (r.exited(255)) {
       std::string said = utf8_prefix(r.output, 200);
@@ -422,7 +428,14 @@ std::string start_sshds(const ClusterPlan& plan, const fs::path& ssh_dir) {
 void stop_by_pid_file(const fs::path& file) {
   if (!fs::exists(file)) return;
   const int pid = std::atoi(read_text(file).c_str());
-  if (pid > 1) {
+  // Only the daemon `up` started: its command line names this folder (a stale pid file, after a
+  // reboot, may name anyone's process now).
+  std::string cmdline;
+  try {
+    cmdline = read_text("/proc/" + std::to_string(pid) + "/cmdline");
+  } catch (const std::exception&) {
+  }
+  if (pid > 1 && cmdline.find(file.parent_path().string()) != std::string::npos) {
     kill(pid, SIGTERM);
     for (int i = 0; i < 20 && kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (kill(pid, 0) == 0) kill(pid, SIGKILL);
@@ -541,6 +554,7 @@ int cluster_command(const Paths& paths, const std::string& action, const Cluster
     std::cout << "gpulab cluster up: needs iproute2's ip and tc, which are not here: apt-get install iproute2\n";
     return 2;
   }
+  stop_slurm(cluster_dir(paths) / "slurm");  // an earlier cluster's controller and munge, before their pid files go
   if (const std::string left = take_down(plan.prefix); !left.empty()) {
     std::cout << "gpulab cluster up: what an earlier cluster left could not be removed: " << left << "\n";
     return 1;

@@ -12,6 +12,7 @@
 /// namespaces this creates. Needs root (CAP_NET_ADMIN).
 #pragma once
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct ClusterPlan {
   std::string with;
 
   std::string controller() const { return prefix + "-ctl"; }  ///< slurmctld's hostname (its address: the bridge's, .1)
+  /// slurmctld's port, in this machine's own network: 6900 + the subnet's third number, so that
+  /// two clusters (and a real slurmctld on 6817) never share it. Each slurmd has a network of its own.
+  int slurmctld_port() const { return 6900 + std::atoi(subnet.substr(subnet.rfind('.') + 1).c_str()); }
 
   std::string bridge() const { return prefix + "-br"; }
   std::string node(int i) const { return prefix + "-n" + std::to_string(i); }
@@ -114,6 +118,9 @@ std::vector<HostfileHost> parse_hostfile(const std::string& text, std::string& e
 /// The ssh command gpulab probes each host with: `ssh`, the words of OMPI_MCA_plm_rsh_args (what
 /// mpirun's own launcher will pass), BatchMode and a 5 s connect timeout (never a prompt, never a hang).
 std::vector<std::string> probe_ssh_argv(const std::string& host, const std::string& remote_command);
+
+/// @p text as one word for a POSIX shell: single-quoted, a ' inside written '\''.
+std::string shell_quote(const std::string& text);
 
 /// Before a grade over a hostfile: "" when every host answers over ssh without a password and
 /// sees @p shared (a file in the grade's folder: the rule is that the grade's folder lies on a

@@ -13,11 +13,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <regex>
-#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -43,18 +44,22 @@ bool& forced_transport() {
 
 void set_mpi_remote_hosts(std::vector<std::string> hosts) { remote_hosts() = std::move(hosts); }
 
-std::vector<std::string> remote_leftovers(const std::vector<std::string>& hosts, const std::string& marker_value) {
+std::vector<std::string> remote_leftovers(const std::vector<std::string>& hosts, const std::string& marker_value, std::vector<std::string>* unasked) {
   std::vector<std::string> found;
   // A marker is digits and a dash (run_mpi's): nothing the remote shell could read as code.
-  if (marker_value.find_first_not_of("0123456789-") != std::string::npos) return {"the marker \"" + marker_value + "\" is not one of run_mpi's"};
-  const std::string script = "for f in /proc/[0-9]*/environ; do if tr '\\0' '\\n' < \"$f\" 2>/dev/null | grep -qx 'GPULAB_MPI_RUN=" + marker_value +
-                             "'; then p=${f#/proc/}; p=${p%/environ}; echo \"left $p\"; kill -9 \"$p\"; fi; done; echo done";
+  if (marker_value.empty() || marker_value.find_first_not_of("0123456789-") != std::string::npos) {
+    if (unasked != nullptr) unasked->push_back("the marker \"" + marker_value + "\" is not one of run_mpi's: no host was asked");
+    return found;
+  }
+  // One grep over every process's environment (NUL-separated entries, each matched whole).
+  const std::string script = "for f in $(grep -lsxz 'GPULAB_MPI_RUN=" + marker_value +
+                             "' /proc/[0-9]*/environ); do p=${f#/proc/}; p=${p%/environ}; echo \"left $p\"; kill -9 \"$p\"; done; echo done";
   for (const std::string& host : hosts) {
     ProcessOptions o;
     o.timeout_s = 20;
     const ProcessResult r = run_process(probe_ssh_argv(host, script), o);
     if (!r.exited(0) || r.output.find("done") == std::string::npos) {
-      found.push_back(host + ": could not be asked for processes left behind (" + r.describe() + ")");
+      if (unasked != nullptr) unasked->push_back(host + " could not be asked over ssh for processes left behind (" + r.describe() + ")");
       continue;
     }
     std::istringstream lines(r.output);
@@ -226,6 +231,9 @@ std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std:
   // receive is posted) holds even where UCX would be chosen for a network card. On a real
   // cluster (--hostfile) the cluster's own choice stands.
   if (forced_transport()) argv.insert(argv.end(), {"--mca", "pml", "ob1"});
+  // On this machine only, even inside a Slurm allocation (a batch job of one node): OpenMPI would
+  // otherwise take the allocation's nodes from Slurm and start its daemons there with srun.
+  if (placement().empty() && std::getenv("SLURM_JOB_ID") != nullptr) argv.insert(argv.end(), {"--mca", "plm", "^slurm", "--mca", "ras", "^slurm"});
   // What the ranks must see of the grader's environment (the run's token, seed, report paths),
   // exported by name: a rank started over ssh inherits nothing from mpirun's environment.
   for (const std::string& name : exports) argv.insert(argv.end(), {"-x", name});
@@ -358,8 +366,11 @@ MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& 
       run.leftovers.push_back(std::to_string(pid));
       kill(pid, SIGKILL);
     }
-    // And on the other hosts of a real cluster, over ssh, by the same marker.
-    for (const std::string& left : remote_leftovers(remote_hosts(), marker_value)) run.leftovers.push_back(left);
+    // And on the other hosts of a real cluster, over ssh, by the same marker; a host that cannot
+    // be asked is a problem of the run (nothing is known of what it left), not a leftover.
+    std::vector<std::string> unasked;
+    for (const std::string& left : remote_leftovers(remote_hosts(), marker_value, &unasked)) run.leftovers.push_back(left);
+    run.problems.insert(run.problems.end(), unasked.begin(), unasked.end());
   }
   return run;
 }

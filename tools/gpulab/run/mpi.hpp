@@ -45,9 +45,10 @@ MpiFault parse_fault(const std::string& text, std::string& error);
 /// reported "HOST:PID" among the leftovers. Empty (the default): this host only.
 void set_mpi_remote_hosts(std::vector<std::string> hosts);
 /// On each of @p hosts over ssh (probe_ssh_argv: 20 s at most each): the processes whose
-/// environment holds GPULAB_MPI_RUN=@p marker_value, killed; "HOST:PID" each, or "HOST: why not"
-/// when the host could not be asked.
-std::vector<std::string> remote_leftovers(const std::vector<std::string>& hosts, const std::string& marker_value);
+/// environment holds GPULAB_MPI_RUN=@p marker_value, killed; "HOST:PID" each. A host that could
+/// not be asked (or a marker that is not run_mpi's) is said in @p unasked.
+std::vector<std::string> remote_leftovers(const std::vector<std::string>& hosts, const std::string& marker_value,
+                                          std::vector<std::string>* unasked = nullptr);
 
 /// Injects @p faults into every mpirun from now on (empty: none). A run with faults has a time
 /// limit of the last fault's time + 20 s at most, so that a cut-off rank cannot hang the grade.
