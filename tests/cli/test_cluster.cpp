@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -276,6 +277,7 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   REQUIRE(run.rank_output.size() == 2);
   CHECK(run.rank_output[0].find("host=gplssh-n0 value=42") != std::string::npos);
   CHECK(run.rank_output[1].find("host=gplssh-n1 value=42") != std::string::npos);
+  CHECK(run.rank_hosts == std::map<int, std::string>{{0, "gplssh-n0"}, {1, "gplssh-n1"}});  // so a silent rank is named with its host
   // A run that hangs on one node (rank 1 sleeps) is stopped at its time limit, and nothing of it
   // is left on either node: each is asked over ssh by the run's marker afterwards.
   gpulab::cli::set_mpi_remote_hosts({p.node(0), p.node(1)});
@@ -398,6 +400,22 @@ TEST_CASE("the transport that ran is read back from OpenMPI's own selection mess
   CHECK(gpulab::cli::transport_that_ran(ob1) == "pml ob1, btl tcp, vader");
   CHECK(gpulab::cli::transport_that_ran("[ib01:7] select: component ucx selected\n") == "pml ucx");
   CHECK(gpulab::cli::transport_that_ran("alpha_us 3.1\n").empty());
+}
+
+TEST_CASE("each rank's host is read from mpirun's display map", "[cpu]") {
+  const std::string map =
+      " Data for JOB [12965,1] offset 0 Total slots allocated 2\n\n ========================   JOB MAP   ========================\n\n"
+      " Data for node: gpulab-n0\tNum slots: 1\tMax slots: 0\tNum procs: 2\n"
+      " \tProcess OMPI jobid: [12965,1] App: 0 Process rank: 0 Bound: N/A\n"
+      " \tProcess OMPI jobid: [12965,1] App: 0 Process rank: 2 Bound: N/A\n\n"
+      " Data for node: gpulab-n1\tNum slots: 1\tMax slots: 0\tNum procs: 1\n"
+      " \tProcess OMPI jobid: [12965,1] App: 0 Process rank: 1 Bound: N/A\n";
+  const auto hosts = gpulab::cli::parse_display_map(map);
+  CHECK(hosts == std::map<int, std::string>{{0, "gpulab-n0"}, {1, "gpulab-n1"}, {2, "gpulab-n0"}});
+  CHECK(gpulab::cli::parse_display_map("[1,0]<stdout>:alpha_us 3\n").empty());
+  // One node: no map is asked for (the local command line stays as it was).
+  const auto local = gpulab::cli::mpirun_argv(2, "/x/logs", {"prog"});
+  CHECK(std::find(local.begin(), local.end(), "--display-map") == local.end());
 }
 
 TEST_CASE("faults are parsed from link-down:NODE@SECONDS and kill:RANK@SECONDS", "[cpu]") {

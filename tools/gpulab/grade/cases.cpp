@@ -295,7 +295,8 @@ CaseRun run_case(const RunSpec& spec) {
       RankStreams streams = rank_streams(m.process.output, own);
       shown.process.output = own;
       for (int r = 0; r < spec.ranks; ++r) {
-        const std::string who = "rank " + std::to_string(r);
+        const auto host = m.rank_hosts.find(r);  // known across hosts
+        const std::string who = "rank " + std::to_string(r) + (host == m.rank_hosts.end() ? "" : " (on " + host->second + ")");
         std::string rest;
         const std::vector<nlohmann::json> found = frames_in(streams.out[r], who, rest, run.problems);
         rest += streams.err[r];

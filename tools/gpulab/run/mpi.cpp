@@ -234,6 +234,9 @@ std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std:
   // On this machine only, even inside a Slurm allocation (a batch job of one node): OpenMPI would
   // otherwise take the allocation's nodes from Slurm and start its daemons there with srun.
   if (placement().empty() && std::getenv("SLURM_JOB_ID") != nullptr) argv.insert(argv.end(), {"--mca", "plm", "^slurm", "--mca", "ras", "^slurm"});
+  // Across hosts (a cluster, the namespaces, an allocation): mpirun prints where each rank goes,
+  // so that a rank that sent nothing can be named with its host.
+  if (!placement().empty() || !forced_transport()) argv.push_back("--display-map");
   // What the ranks must see of the grader's environment (the run's token, seed, report paths),
   // exported by name: a rank started over ssh inherits nothing from mpirun's environment.
   for (const std::string& name : exports) argv.insert(argv.end(), {"-x", name});
@@ -264,6 +267,20 @@ std::string transport_that_ran(const std::string& output) {
     said += (said.empty() ? "" : ", ") + std::string("btl ") + list;
   }
   return said;
+}
+
+std::map<int, std::string> parse_display_map(const std::string& output) {
+  static const std::regex node(R"(Data for node: (\S+))");
+  static const std::regex rank(R"(Process rank: (\d+))");
+  std::map<int, std::string> hosts;
+  std::istringstream lines(output);
+  std::string current;
+  std::smatch m;
+  for (std::string line; std::getline(lines, line);) {
+    if (std::regex_search(line, m, node)) current = m[1];
+    else if (!current.empty() && std::regex_search(line, m, rank)) hosts[std::stoi(m[1])] = current;
+  }
+  return hosts;
 }
 
 std::vector<std::string> launcher_problems(const std::string& out) {
@@ -354,6 +371,7 @@ MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& 
     }
   }
   run.problems = launcher_problems(run.process.output);
+  run.rank_hosts = parse_display_map(run.process.output);
   if (run.process.timed_out) {
     run.problems.insert(run.problems.begin(), "did not finish within " +
                         std::to_string(static_cast<int>(o.timeout_s)) + " s: every rank was killed");

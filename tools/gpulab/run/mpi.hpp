@@ -18,7 +18,12 @@ struct MpiRun {
   std::vector<std::string> rank_output; ///< stdout + stderr of each rank, by rank
   std::vector<std::string> problems;    ///< what the launcher said went wrong, one line each
   std::vector<std::string> leftovers;   ///< processes still running the program afterwards (then killed)
+  std::map<int, std::string> rank_hosts; ///< across hosts: where each rank ran (mpirun --display-map); empty on one node
 };
+
+/// Each rank's host from mpirun's --display-map output ("Data for node: NAME …" then its
+/// "Process rank: R" lines).
+std::map<int, std::string> parse_display_map(const std::string& mpirun_output);
 
 /// Places every mpirun from now on across a cluster of network namespaces (cluster.hpp:
 /// cluster_mpirun_args: hosts, launcher, TCP) or a real one (--hostfile FILE). Empty: one node,
