@@ -42,6 +42,22 @@ std::string pingpong_program() {
   return pingpong;
 }
 
+/// Lab 07's planted submission whose rank 1 never sends (it hangs every rank), made under @p root
+/// from the reference and the plant's patch, as the selftest makes it.
+fs::path never_sends_submission(const fs::path& root) {
+  const fs::path project = fs::path(GPULAB_CLI_SOURCES).parent_path().parent_path();
+  const fs::path dir = root / "never-sends";
+  fs::create_directories(dir);
+  fs::copy_file(project / "solutions" / "07-collectives" / "ring.cpp", dir / "ring.cpp", fs::copy_options::overwrite_existing);
+  gpulab::cli::ProcessOptions o;
+  o.cwd = dir.string();
+  o.env = {{"GIT_CEILING_DIRECTORIES", root.string()}};  // outside any repository: the patch's own paths
+  const auto applied = gpulab::cli::run_process({"git", "apply", (project / "tests" / "07-collectives" / "planted" / "a-rank-that-never-sends-hangs.patch").string()}, o);
+  INFO(applied.output);
+  REQUIRE(applied.exited(0));
+  return dir;
+}
+
 /// A two-node cluster at 1 Gbit/s of its own (prefix and subnet apart from the learner's and from
 /// the other case's), up, with a scratch state folder and mpirun placed across it.
 struct ScratchCluster {
@@ -261,6 +277,41 @@ TEST_CASE("hostfiles are read as OpenMPI reads them and a real cluster keeps its
   CHECK(probe == std::vector<std::string>{"ssh", "-F", "/x/ssh_config", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "node07", "true"});
 }
 
+TEST_CASE("inside a Slurm allocation a local grade keeps mpirun off Slurm and the slurm launcher leaves it on", "[cpu]") {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const std::string saved = job != nullptr ? job : "";
+  setenv("SLURM_JOB_ID", "7", 1);
+  const auto off_slurm = [](const std::vector<std::string>& argv) { return std::find(argv.begin(), argv.end(), "^slurm") != argv.end(); };
+  const auto local = gpulab::cli::mpirun_argv(2, "/x/logs", {"prog"});
+  gpulab::cli::set_mpi_placement({}, false);  // --launcher slurm: mpirun takes the allocation's nodes and starts its daemons by srun
+  const auto slurm = gpulab::cli::mpirun_argv(2, "/x/logs", {"prog"});
+  gpulab::cli::set_mpi_placement({});
+  if (saved.empty()) {
+    unsetenv("SLURM_JOB_ID");
+  } else {
+    setenv("SLURM_JOB_ID", saved.c_str(), 1);
+  }
+  CHECK(off_slurm(local));
+  CHECK_FALSE(off_slurm(slurm));
+}
+
+TEST_CASE("the scripts that kill a run's processes on another host match the run's marker and the rank's program and nothing the shell could run", "[cpu]") {
+  const std::string all = gpulab::cli::marked_kill_script("4242-7");
+  CHECK(all.find("grep -lsxz 'GPULAB_MPI_RUN=4242-7' /proc/[0-9]*/environ") != std::string::npos);
+  CHECK(all.find("/proc/$p/ns/net") != std::string::npos);  // this host's network only: the namespaces share one /proc
+  CHECK(all.find("OMPI_COMM_WORLD_RANK") == std::string::npos);
+  CHECK(all.substr(all.size() - 9) == "echo done");
+  const std::string rank = gpulab::cli::marked_kill_script("4242-7", 3, "/home/o'brien/build/test_ring");
+  CHECK(rank.find("'OMPI_COMM_WORLD_RANK=3'") != std::string::npos);
+  CHECK(rank.find("= '/home/o'\\''brien/build/test_ring' ]") != std::string::npos);
+  CHECK(gpulab::cli::marked_kill_script("1; reboot").empty());
+  CHECK(gpulab::cli::marked_kill_script("4242-7", 1, "").empty());
+  // A script runs for real on this host (no remote): nothing carries the marker, nothing is killed.
+  const auto r = gpulab::cli::run_process({"sh", "-c", gpulab::cli::marked_kill_script("999999-1", 1, "/nowhere/prog")});
+  CHECK(r.exited(0));
+  CHECK(r.output == "done\n");
+}
+
 TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the grader's environment and grades lab 07 over its hostfile", "[cpu][cluster][ssh]") {
   ScratchCluster cluster("gplssh", "10.213.7", "ssh");
   REQUIRE(cluster.up);
@@ -278,20 +329,33 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   CHECK(run.rank_output[0].find("host=gplssh-n0 value=42") != std::string::npos);
   CHECK(run.rank_output[1].find("host=gplssh-n1 value=42") != std::string::npos);
   CHECK(run.rank_hosts == std::map<int, std::string>{{0, "gplssh-n0"}, {1, "gplssh-n1"}});  // so a silent rank is named with its host
-  // A run that hangs on one node (rank 1 sleeps) is stopped at its time limit, and nothing of it
-  // is left on either node: each is asked over ssh by the run's marker afterwards.
-  gpulab::cli::set_mpi_remote_hosts({p.node(0), p.node(1)});
+  // Each node is asked over ssh, by the run's marker, for what a run left (the hanging grade
+  // below), and a rank to kill is found there.
+  gpulab::cli::RemoteHosts over_ssh;
+  over_ssh.via = gpulab::cli::RemoteHosts::Via::kSsh;
+  over_ssh.hosts = {p.node(0), p.node(1)};
+  gpulab::cli::set_mpi_remote_hosts(over_ssh);
   setenv("OMPI_MCA_plm_rsh_args", ("-F " + (ssh_dir / "ssh_config").string()).c_str(), 1);
   gpulab::cli::ProcessOptions limited = cluster.options;
   limited.timeout_s = 8;
-  const auto hung = gpulab::cli::run_mpi(2, paths.root / "logs-hang", {"sh", "-c", "[ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && exec sleep 313; exit 0"}, limited);
+  // A rank killed on its host (--fault kill:1): found over ssh by the run's marker and its rank,
+  // on the node that runs it, and named with that node.
+  {
+    std::string error;
+    gpulab::cli::set_mpi_faults({gpulab::cli::parse_fault("kill:1@1", error)});
+    const auto killed = gpulab::cli::run_mpi(2, paths.root / "logs-kill", {"sleep", "311"}, limited);
+    gpulab::cli::set_mpi_faults({});
+    std::string said;
+    for (const std::string& l : killed.problems) said += l + "; ";
+    INFO(said);
+    CHECK_FALSE(killed.process.timed_out);  // the kill ends the run, well within its limit
+    CHECK(said.find(" s: rank 1 (pid ") != std::string::npos);
+    CHECK(said.find(" on gplssh-n1) was killed") != std::string::npos);
+    CHECK(said.find("could not be asked") == std::string::npos);
+    CHECK(gpulab::cli::processes_running("sleep 311").empty());
+  }
   gpulab::cli::set_mpi_remote_hosts({});
   unsetenv("OMPI_MCA_plm_rsh_args");
-  CHECK(hung.process.timed_out);
-  REQUIRE_FALSE(hung.problems.empty());
-  CHECK(hung.problems.front().find("did not finish within 8 s") != std::string::npos);
-  for (const std::string& left : hung.leftovers) CHECK(left.find("could not be asked") == std::string::npos);  // both nodes answered
-  CHECK(gpulab::cli::processes_running("sleep 313").empty());
   // MPI across the nodes over ssh: the ping-pong's all-reduce, exact on both ranks.
   const auto pp = gpulab::cli::run_mpi(2, paths.root / "logs-pp", {cluster.pingpong}, cluster.options);
   INFO(pp.process.output + (pp.rank_output.empty() ? "" : pp.rank_output[0]));
@@ -309,20 +373,29 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   const std::string unreachable = gpulab::cli::hostfile_problem({{"gplssh-n0", 1}, {"10.213.7.99", 1}}, shared);
   CHECK(unreachable.find("host 10.213.7.99") != std::string::npos);
   // Processes a run left on a host are found over ssh by the run's marker and killed: a sleeper
-  // carrying one (the nodes share this machine's processes, so the node's /proc shows it).
-  (void)gpulab::cli::start_daemon({"sh", "-c", "GPULAB_MPI_RUN=4242-7 setsid sleep 317 >/dev/null 2>&1 &"});
+  // carrying one, on node 1's network (the nodes share this machine's /proc: node 0 sees the
+  // process and leaves it, as it is not on its network).
+  (void)gpulab::cli::start_daemon({"ip", "netns", "exec", p.node(1), "sh", "-c", "GPULAB_MPI_RUN=4242-7 setsid sleep 317 >/dev/null 2>&1 &"});
   for (int i = 0; i < 50 && gpulab::cli::processes_running("sleep 317").empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto ssh_to = [](std::vector<std::string> hosts) {
+    gpulab::cli::RemoteHosts r;
+    r.via = gpulab::cli::RemoteHosts::Via::kSsh;
+    r.hosts = std::move(hosts);
+    return r;
+  };
   std::vector<std::string> unasked;
-  const auto left = gpulab::cli::remote_leftovers({"gplssh-n1"}, "4242-7", &unasked);
+  const auto not_here = gpulab::cli::remote_leftovers(ssh_to({"gplssh-n0"}), "4242-7", &unasked);
+  const auto left = gpulab::cli::remote_leftovers(ssh_to({"gplssh-n1"}), "4242-7", &unasked);
   for (int pid : gpulab::cli::processes_running("sleep 317")) kill(pid, SIGKILL);  // whatever the checks below say, nothing stays
   CHECK(unasked.empty());
+  CHECK(not_here.empty());
   REQUIRE(left.size() == 1);
   CHECK(left[0].rfind("gplssh-n1:", 0) == 0);
-  CHECK(gpulab::cli::remote_leftovers({"gplssh-n1"}, "4242-7").empty());  // killed the first time
-  (void)gpulab::cli::remote_leftovers({"gplssh-n1"}, "1; reboot", &unasked);
+  CHECK(gpulab::cli::remote_leftovers(ssh_to({"gplssh-n1"}), "4242-7").empty());  // killed the first time
+  (void)gpulab::cli::remote_leftovers(ssh_to({"gplssh-n1"}), "1; reboot", &unasked);
   REQUIRE(unasked.size() == 1);
   CHECK(unasked.front().find("not one of run_mpi's") != std::string::npos);
-  const auto nowhere = gpulab::cli::remote_leftovers({"10.213.7.99"}, "4242-7", &unasked);
+  const auto nowhere = gpulab::cli::remote_leftovers(ssh_to({"10.213.7.99"}), "4242-7", &unasked);
   CHECK(nowhere.empty());  // a host that cannot be asked is not a leftover: it is said
   CHECK(unasked.back().find("10.213.7.99 could not be asked") != std::string::npos);
   // A whole grade over the hostfile, as on a cluster: lab 07's reference, its exactness case.
@@ -336,6 +409,18 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   CHECK(graded.output.find("over ssh: 2 hosts") != std::string::npos);
   CHECK(graded.output.find("the transport OpenMPI chose (its own selection messages): pml ob1, btl tcp") != std::string::npos);
   CHECK(graded.output.find("PASS      [cpu] ring_allreduce is exact on integers and identical on every rank (W=2)") != std::string::npos);
+  // A submission that hangs (lab 07's plant whose rank 1 never sends) graded over the hostfile:
+  // killed at its limit, each rank that had not ended named with its host, nothing left anywhere.
+  const fs::path hangs = never_sends_submission(paths.root);
+  const auto hung_grade = gpulab::cli::run_process({std::string(GPULAB_BIN_DIR) + "/gpulab-cli", "grade", "07", "--submission", hangs.string(), "--hostfile",
+                                                    (ssh_dir / "hostfile").string(), "--ranks", "2", "--timeout", "8", "--case",
+                                                    "ring_allreduce is exact on integers and identical on every rank"}, g);
+  INFO(hung_grade.output);
+  CHECK(hung_grade.exited(1));
+  CHECK(hung_grade.output.find("every rank was killed") != std::string::npos);
+  CHECK(hung_grade.output.find("still running at the time limit: rank 0 (on gplssh-n0), rank 1 (on gplssh-n1)") != std::string::npos);
+  CHECK(hung_grade.output.find("still running afterwards") == std::string::npos);
+  CHECK(hung_grade.output.find("could not be asked") == std::string::npos);
   unsetenv("OMPI_MCA_plm_rsh_args");
   // down: the sshds were processes in the namespaces; nothing of them, or of the files, is left.
   CHECK(gpulab::cli::cluster_command(paths, "down", p) == 0);
@@ -379,6 +464,23 @@ TEST_CASE("lab 07's reference graded inside a Slurm allocation across three node
   for (const char* w : {"2", "3"}) {
     CHECK(graded.output.find(std::string("PASS      [cpu] ring_allreduce is exact on integers and identical on every rank (W=") + w + ")") != std::string::npos);
   }
+  // A rank killed inside the allocation (--fault kill:1), found on its node through srun by the
+  // run's marker; the submission hangs without it (rank 1 never sends), so the kill always lands.
+  const auto killed = gpulab::cli::run_process({"salloc", "-N", "2", "-n", "2", cli, "grade", "07", "--submission", never_sends_submission(cluster.paths.root).string(),
+                                                "--ranks", "2", "--timeout", "30", "--fault", "kill:1@1", "--case",
+                                                "ring_allreduce is exact on integers and identical on every rank"}, o);
+  INFO(killed.output);
+  CHECK(killed.exited(1));
+  CHECK(killed.output.find("rank 1 (pid ") != std::string::npos);
+  CHECK(killed.output.find(" on gplslurm-n") != std::string::npos);
+  CHECK(killed.output.find(") was killed") != std::string::npos);
+  CHECK(killed.output.find("the grader injected this fault") != std::string::npos);
+  CHECK(killed.output.find("could not be asked") == std::string::npos);
+  CHECK(killed.output.find("still running afterwards") == std::string::npos);
+  const auto cut = gpulab::cli::run_process({"salloc", "-N", "2", "-n", "2", cli, "grade", "07", "--solutions", "--ranks", "2", "--fault", "link-down:1@1"}, o);
+  INFO(cut.output);
+  CHECK(cut.exited(2));
+  CHECK(cut.output.find("a real cluster's links are not the grader's to cut") != std::string::npos);
   const auto small = gpulab::cli::run_process({"salloc", "-N", "2", "-n", "2", cli, "grade", "07", "--solutions", "--ranks", "4", "--case",
                                                "ring_allreduce is exact on integers and identical on every rank"}, o);
   INFO(small.output);

@@ -55,7 +55,7 @@ Command grade_command(CLI::App& app, const cli::Paths& paths) {
   cmd->add_option("--nodes", o.nodes, "distributed labs: place the ranks across the N nodes of `./gpulab cluster up --nodes N` (TCP)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--link-rate", o.link_rate, "with --nodes: the link rate the cluster must have been made with (e.g. 1gbit)");
-  cmd->add_option("--fault", o.faults, "with --nodes: link-down:NODE@SECONDS or kill:RANK@SECONDS in every distributed run (repeatable)");
+  cmd->add_option("--fault", o.faults, "across hosts (--nodes, --hostfile, --launcher slurm): kill:RANK@SECONDS in every distributed run; with --nodes also link-down:NODE@SECONDS (repeatable)");
   cmd->add_option("--launcher", o.launcher,
                   "distributed labs: local (mpirun on this machine), hostfile (with --hostfile), slurm (mpirun inside your allocation: salloc -N 2 "
                   "--ntasks-per-node=4 first); default: slurm inside an allocation (SLURM_JOB_ID), hostfile with --hostfile, else local")

@@ -108,13 +108,30 @@ std::string cluster_problem(const Paths& paths, const GradeOptions& options, con
   return "";
 }
 
+/// --fault on a real cluster (--hostfile, --launcher slurm): kill:RANK@SECONDS only, the rank
+/// found by the run's marker on whichever host runs it; "" when every fault can be injected there.
+std::string set_real_cluster_faults(const GradeOptions& options) {
+  std::vector<MpiFault> faults;
+  for (const std::string& text : options.faults) {
+    std::string error;
+    const MpiFault f = parse_fault(text, error);
+    if (f.target < 0) return error;
+    if (f.kind == MpiFault::Kind::kLinkDown) {
+      return "--fault " + text + ": a real cluster's links are not the grader's to cut (link-down is for this machine's namespaces, --nodes N); kill:RANK@SECONDS works here";
+    }
+    faults.push_back(f);
+  }
+  set_mpi_faults(faults);
+  return "";
+}
+
 /// Why --hostfile cannot be honoured ("" when it can): a lab that is not distributed, --nodes as
 /// well, a hostfile that cannot be read, a host that does not answer over ssh or does not see the
 /// course's tree. When it can, every mpirun from now on goes across the hosts. @p hosts: the hosts.
 std::string hostfile_setup(const Paths& paths, const GradeOptions& options, const LabConfig& lab, std::vector<HostfileHost>& hosts) {
   if (!lab.distributed()) return "--hostfile is for the distributed labs (07 onwards): lab " + lab.number + " runs in one process";
   if (options.nodes > 0) return "--hostfile and --nodes are two launchers (a real cluster's hosts, this machine's namespaces): choose one";
-  if (!options.faults.empty()) return "--fault is injected into this machine's namespaces (--nodes), not into a real cluster";
+  if (const std::string faults = set_real_cluster_faults(options); !faults.empty()) return faults;
   std::string text, error;
   try {
     text = read_text(options.hostfile);
@@ -131,11 +148,11 @@ std::string hostfile_setup(const Paths& paths, const GradeOptions& options, cons
   const std::string problem = hostfile_problem(hosts, probe);
   fs::remove(probe);
   if (!problem.empty()) return problem;
-  set_mpi_faults({});
   set_mpi_placement(hostfile_mpirun_args(fs::absolute(options.hostfile)), false);
-  std::vector<std::string> names;
-  for (const HostfileHost& h : hosts) names.push_back(h.name);
-  set_mpi_remote_hosts(names);
+  RemoteHosts remote;
+  remote.via = RemoteHosts::Via::kSsh;
+  for (const HostfileHost& h : hosts) remote.hosts.push_back(h.name);
+  set_mpi_remote_hosts(remote);
   return "";
 }
 
@@ -162,7 +179,7 @@ std::string chosen_launcher(const GradeOptions& options, std::string& problem) {
 /// through Slurm). @p where: the allocation, for the scorecard.
 std::string slurm_setup(const Paths& paths, const GradeOptions& options, const LabConfig& lab, std::string& where) {
   if (!lab.distributed()) return "--launcher slurm is for the distributed labs (07 onwards): lab " + lab.number + " runs in one process";
-  if (options.nodes > 0 || !options.faults.empty()) return "--launcher slurm runs in your allocation, not in this machine's namespaces (--nodes, --fault)";
+  if (options.nodes > 0) return "--launcher slurm runs in your allocation, not in this machine's namespaces (--nodes)";
   const char* job = std::getenv("SLURM_JOB_ID");
   if (job == nullptr) {
     return "not inside a Slurm allocation (no SLURM_JOB_ID): salloc -N 2 --ntasks-per-node=4 first, then ./gpulab grade " + lab.number +
@@ -194,6 +211,8 @@ std::string slurm_setup(const Paths& paths, const GradeOptions& options, const L
   std::istringstream lines(r.output);
   int seen = 0;
   std::string hosts;
+  RemoteHosts remote;
+  remote.via = RemoteHosts::Via::kSrun;
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("gpulab-probe ", 0) != 0) continue;  // srun's own notes
     line.erase(0, 13);
@@ -202,12 +221,14 @@ std::string slurm_setup(const Paths& paths, const GradeOptions& options, const L
              "): the ranks write their records into the grade's folder, so the course's tree must lie on a filesystem every node mounts";
     }
     hosts += (hosts.empty() ? "" : ", ") + line.substr(0, line.find(' '));
+    remote.hosts.push_back(line.substr(0, line.find(' ')));
     ++seen;
   }
   if (seen != std::atoi(nodes.c_str())) return "srun answered from " + std::to_string(seen) + " of " + nodes + " nodes: " + said;
   where = std::string("allocation ") + job + ": " + nodes + " node" + (nodes == "1" ? "" : "s") + " (" + hosts + "), " + std::to_string(tasks) + " tasks";
-  set_mpi_faults({});
+  if (const std::string faults = set_real_cluster_faults(options); !faults.empty()) return faults;
   set_mpi_placement({}, false);
+  set_mpi_remote_hosts(remote);
   return "";
 }
 
@@ -365,11 +386,6 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
     result.exit_code = 2;
     return result;
   }
-  if (!options.faults.empty() && options.nodes == 0) {
-    std::cout << "gpulab grade: --fault needs --nodes N (faults are injected into a cluster: ./gpulab cluster up)\n";
-    result.exit_code = 2;
-    return result;
-  }
   if (options.nodes > 0) {
     const std::string problem = cluster_problem(paths, options, *lab);
     if (!problem.empty()) {
@@ -382,6 +398,12 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
   const std::string launcher = lab->distributed() ? chosen_launcher(options, launcher_problem) : "local";
   if (!launcher_problem.empty()) {
     std::cout << "gpulab grade " << lab->number << ": " << launcher_problem << "\n";
+    result.exit_code = 2;
+    return result;
+  }
+  if (!options.faults.empty() && options.nodes == 0 && launcher == "local") {
+    std::cout << "gpulab grade: --fault needs ranks on several hosts: --nodes N (this machine's namespaces: ./gpulab cluster up), --hostfile FILE "
+                 "or --launcher slurm\n";
     result.exit_code = 2;
     return result;
   }
@@ -422,7 +444,7 @@ GradeResult grade(const Paths& paths, const GradeOptions& options) {
       c.status = Status::kInfo;
       c.details.push_back("OpenMPI starts its daemons through Slurm (srun); the transport is the cluster's own choice (no --mca pml or btl forced)");
       c.details.push_back("the ranks' records come home through the course's tree, which every node was seen to mount");
-      c.details.push_back("not checked on the other nodes: processes left behind (Slurm ends a job step's processes when its srun ends)");
+      c.details.push_back("after every run each node is asked through srun (--overlap, one task per node) for processes carrying the run's marker: any is killed and reported");
       const char* nodes = std::getenv("SLURM_NNODES");
       if (nodes != nullptr && std::atoi(nodes) >= 2) measure_pair(in, c, "between ranks 0 and 1 (on two nodes)");
       result.card.add(c);

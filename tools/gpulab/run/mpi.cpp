@@ -3,6 +3,8 @@
 #include "run/mpi.hpp"
 #include "run/cluster.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -12,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -32,39 +35,152 @@ std::vector<std::string>& placement() {
   static std::vector<std::string> args;
   return args;
 }
-std::vector<std::string>& remote_hosts() {
-  static std::vector<std::string> hosts;
-  return hosts;
+RemoteHosts& remote_hosts() {
+  static RemoteHosts remote;
+  return remote;
 }
 bool& forced_transport() {
   static bool forced = true;
   return forced;
 }
+
+/// Runs @p argv (searched in PATH) with standard input from /dev/null and its output captured,
+/// @p timeout_s at most (then SIGKILLed). Returns the exit code, -1 when it could not start or
+/// was killed. posix_spawn and poll only: safe on any thread, unlike run_process (the main
+/// thread's, with its signal handling and subreaper).
+int capture(const std::vector<std::string>& argv, double timeout_s, std::string& output) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (spawned != 0) {
+    close(fds[0]);
+    return -1;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  bool killed = false;
+  char buffer[4096];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      kill(pid, SIGKILL);
+      killed = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR) break;
+    if (p.revents == 0) continue;
+    const ssize_t n = read(fds[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (output.size() < (1u << 20)) output.append(buffer, static_cast<std::size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return !killed && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/// One line of @p text at most 200 bytes, for a message.
+std::string said_briefly(const std::string& text) {
+  std::string s = text.substr(0, 200);
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s.empty() ? "nothing said" : s;
+}
+
+/// Whether @p output has a line "done" (the scripts' last word: the host ran the whole script).
+bool said_done(const std::string& output) {
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "done") return true;
+  }
+  return false;
+}
 }  // namespace
 
-void set_mpi_remote_hosts(std::vector<std::string> hosts) { remote_hosts() = std::move(hosts); }
+void set_mpi_remote_hosts(RemoteHosts remote) { remote_hosts() = std::move(remote); }
 
-std::vector<std::string> remote_leftovers(const std::vector<std::string>& hosts, const std::string& marker_value, std::vector<std::string>* unasked) {
-  std::vector<std::string> found;
+std::vector<HostAnswer> run_on_hosts(const RemoteHosts& remote, const std::string& script, std::vector<std::string>* unasked) {
+  std::vector<HostAnswer> answers;
+  if (remote.via == RemoteHosts::Via::kSsh) {
+    for (const std::string& host : remote.hosts) {
+      std::string out;
+      const int code = capture(probe_ssh_argv(host, script), 20, out);
+      if (code == 0 && said_done(out)) {
+        answers.push_back({host, out});
+      } else if (unasked != nullptr) {
+        unasked->push_back(host + " could not be asked over ssh (" + (code < 0 ? "no answer within 20 s" : "exit " + std::to_string(code)) + ": " +
+                           said_briefly(out) + ")");
+      }
+    }
+  } else if (remote.via == RemoteHosts::Via::kSrun) {
+    // One task per node of the allocation, beside whatever step runs there (--overlap), each of
+    // its lines tagged with the node's name.
+    const std::string nodes = std::to_string(remote.hosts.size());
+    const std::string tagged = "h=$(hostname); { " + script + "; } 2>&1 | while IFS= read -r l; do echo \"gpulab-node $h $l\"; done";
+    std::string out;
+    const int code = capture({"srun", "--overlap", "-N", nodes, "-n", nodes, "--ntasks-per-node=1", "sh", "-c", tagged}, 30, out);
+    std::map<std::string, std::string> by_node;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("gpulab-node ", 0) != 0) continue;  // srun's own notes
+      line.erase(0, 12);
+      const std::size_t space = line.find(' ');
+      if (space == std::string::npos) continue;
+      by_node[line.substr(0, space)] += line.substr(space + 1) + "\n";
+    }
+    for (const std::string& node : remote.hosts) {
+      const auto it = by_node.find(node);
+      if (it != by_node.end() && said_done(it->second)) {
+        answers.push_back({node, it->second});
+      } else if (unasked != nullptr) {
+        unasked->push_back(node + " could not be asked through srun (" + (code < 0 ? "no answer within 30 s" : "exit " + std::to_string(code)) + ": " +
+                           said_briefly(out) + ")");
+      }
+    }
+  }
+  return answers;
+}
+
+std::string marked_kill_script(const std::string& marker_value, int rank, const std::string& program) {
   // A marker is digits and a dash (run_mpi's): nothing the remote shell could read as code.
-  if (marker_value.empty() || marker_value.find_first_not_of("0123456789-") != std::string::npos) {
+  if (marker_value.empty() || marker_value.find_first_not_of("0123456789-") != std::string::npos) return "";
+  if (rank >= 0 && program.empty()) return "";
+  std::string test = "[ \"$(readlink /proc/$p/ns/net)\" = \"$me\" ] || continue; ";
+  if (rank >= 0) {
+    test += "grep -qsxz 'OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + "' \"$f\" || continue; " +
+            "[ \"$(tr '\\0' '\\n' < /proc/$p/cmdline | head -n 1)\" = " + shell_quote(program) + " ] || continue; ";
+  }
+  // One grep over every process's environment (NUL-separated entries, each matched whole).
+  return "me=$(readlink /proc/self/ns/net); for f in $(grep -lsxz 'GPULAB_MPI_RUN=" + marker_value +
+         "' /proc/[0-9]*/environ); do p=${f#/proc/}; p=${p%/environ}; " + test + "kill -9 \"$p\" && echo \"killed $p\"; done; echo done";
+}
+
+std::vector<std::string> remote_leftovers(const RemoteHosts& remote, const std::string& marker_value, std::vector<std::string>* unasked) {
+  std::vector<std::string> found;
+  const std::string script = marked_kill_script(marker_value);
+  if (script.empty()) {
     if (unasked != nullptr) unasked->push_back("the marker \"" + marker_value + "\" is not one of run_mpi's: no host was asked");
     return found;
   }
-  // One grep over every process's environment (NUL-separated entries, each matched whole).
-  const std::string script = "for f in $(grep -lsxz 'GPULAB_MPI_RUN=" + marker_value +
-                             "' /proc/[0-9]*/environ); do p=${f#/proc/}; p=${p%/environ}; echo \"left $p\"; kill -9 \"$p\"; done; echo done";
-  for (const std::string& host : hosts) {
-    ProcessOptions o;
-    o.timeout_s = 20;
-    const ProcessResult r = run_process(probe_ssh_argv(host, script), o);
-    if (!r.exited(0) || r.output.find("done") == std::string::npos) {
-      if (unasked != nullptr) unasked->push_back(host + " could not be asked over ssh for processes left behind (" + r.describe() + ")");
-      continue;
-    }
-    std::istringstream lines(r.output);
-    for (std::string word, pid; lines >> word;) {
-      if (word == "left" && lines >> pid) found.push_back(host + ":" + pid);
+  for (const HostAnswer& a : run_on_hosts(remote, script, unasked)) {
+    std::istringstream words(a.output);
+    for (std::string word, pid; words >> word;) {
+      if (word == "killed" && words >> pid) found.push_back(a.host + ":" + pid);
     }
   }
   return found;
@@ -128,8 +244,8 @@ int pid_of_rank(const std::string& program, const std::string& marker, int rank)
 /// Applies the faults at their times while mpirun runs; stops early when told.
 class FaultInjector {
  public:
-  FaultInjector(std::vector<MpiFault> faults, std::string program, std::string marker)
-      : faults_(std::move(faults)), program_(std::move(program)), marker_(std::move(marker)) {
+  FaultInjector(std::vector<MpiFault> faults, std::string program, std::string marker_value, RemoteHosts remote)
+      : faults_(std::move(faults)), program_(std::move(program)), marker_value_(std::move(marker_value)), remote_(std::move(remote)) {
     std::sort(faults_.begin(), faults_.end(), [](const MpiFault& a, const MpiFault& b) { return a.at_s < b.at_s; });
     thread_ = std::thread([this] { run(); });
   }
@@ -166,24 +282,42 @@ class FaultInjector {
         const bool ok = spawn_and_wait({"ip", "link", "set", f.link, "down"});
         events_.push_back(std::string("fault injected ") + when + "the link of " + f.node + " was cut" + (ok ? "" : " (ip link set down FAILED)"));
       } else {
-        // The rank may still be starting (a launch across namespaces takes a moment): look for it
-        // for up to 10 s more.
-        int pid = pid_of_rank(program_, marker_, f.target);
-        for (int tries = 0; pid == 0 && tries < 100; ++tries) {
-          std::unique_lock<std::mutex> wait(mutex_);
-          if (wake_.wait_for(wait, std::chrono::milliseconds(100), [this] { return stop_; })) break;
-          wait.unlock();
-          pid = pid_of_rank(program_, marker_, f.target);
+        // The rank may still be starting (a launch across namespaces or hosts takes a moment):
+        // look for it for up to 10 s more.
+        std::string killed;
+        for (int tries = 0; killed.empty() && tries < 100; ++tries) {
+          if (tries > 0) {
+            std::unique_lock<std::mutex> wait(mutex_);
+            if (wake_.wait_for(wait, std::chrono::milliseconds(100), [this] { return stop_; })) break;
+          }
+          killed = kill_rank(f.target);
         }
-        if (pid > 0) kill(pid, SIGKILL);
         std::snprintf(when, sizeof when, "at %.1f s: ", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
         events_.push_back(std::string("fault injected ") + when + "rank " + std::to_string(f.target) +
-                          (pid > 0 ? " (pid " + std::to_string(pid) + ") was killed" : " was not found running: nothing killed"));
+                          (killed.empty() ? " was not found running: nothing killed" : " (" + killed + ") was killed"));
       }
     }
   }
+  /// Kills rank @p rank of this run where it runs: "pid 42" here, "pid 42 on HOST" on a real
+  /// cluster's host; "" when it is not running (yet).
+  std::string kill_rank(int rank) {
+    if (remote_.via == RemoteHosts::Via::kNone) {
+      const int pid = pid_of_rank(program_, "GPULAB_MPI_RUN=" + marker_value_, rank);
+      if (pid <= 0) return "";
+      kill(pid, SIGKILL);
+      return "pid " + std::to_string(pid);
+    }
+    for (const HostAnswer& a : run_on_hosts(remote_, marked_kill_script(marker_value_, rank, program_), nullptr)) {
+      std::istringstream words(a.output);
+      for (std::string word, pid; words >> word;) {
+        if (word == "killed" && words >> pid) return "pid " + pid + " on " + a.host;
+      }
+    }
+    return "";
+  }
   std::vector<MpiFault> faults_;
-  std::string program_, marker_;
+  std::string program_, marker_value_;
+  RemoteHosts remote_;
   std::vector<std::string> events_;
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -232,8 +366,9 @@ std::vector<std::string> mpirun_argv(int ranks, const fs::path& logs, const std:
   // cluster (--hostfile) the cluster's own choice stands.
   if (forced_transport()) argv.insert(argv.end(), {"--mca", "pml", "ob1"});
   // On this machine only, even inside a Slurm allocation (a batch job of one node): OpenMPI would
-  // otherwise take the allocation's nodes from Slurm and start its daemons there with srun.
-  if (placement().empty() && std::getenv("SLURM_JOB_ID") != nullptr) argv.insert(argv.end(), {"--mca", "plm", "^slurm", "--mca", "ras", "^slurm"});
+  // otherwise take the allocation's nodes from Slurm and start its daemons there with srun. Not
+  // for --launcher slurm (no placement, the transport unforced), which wants exactly that.
+  if (placement().empty() && forced_transport() && std::getenv("SLURM_JOB_ID") != nullptr) argv.insert(argv.end(), {"--mca", "plm", "^slurm", "--mca", "ras", "^slurm"});
   // Across hosts (a cluster, the namespaces, an allocation): mpirun prints where each rank goes,
   // so that a rank that sent nothing can be named with its host.
   if (!placement().empty() || !forced_transport()) argv.push_back("--display-map");
@@ -357,7 +492,7 @@ MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& 
     double last = 0;
     for (const MpiFault& f : faults()) last = std::max(last, f.at_s);
     if (o.timeout_s <= 0 || o.timeout_s > last + 20) o.timeout_s = last + 20;
-    injector = std::make_unique<FaultInjector>(faults(), launched_program(command), marker);
+    injector = std::make_unique<FaultInjector>(faults(), launched_program(command), marker_value, remote_hosts());
   }
   run.process = run_process(mpirun_argv(ranks, logs, command, mpi_exports(o.env)), o);
   const std::vector<std::string> injected = injector ? injector->finish() : std::vector<std::string>{};

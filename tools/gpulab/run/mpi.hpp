@@ -32,9 +32,10 @@ std::map<int, std::string> parse_display_map(const std::string& mpirun_output);
 /// cluster, whose own choice (UCX on InfiniBand) stands.
 void set_mpi_placement(std::vector<std::string> args, bool force_transport = true);
 
-/// A fault injected while a distributed run is under way (grade --nodes N --fault ...): a node's
-/// link cut (`link-down:NODE@SECONDS`: its bridge-side veth set down, and up again afterwards) or a
-/// rank killed (`kill:RANK@SECONDS`: SIGKILL to the process whose OMPI_COMM_WORLD_RANK is RANK).
+/// A fault injected while a distributed run is under way (grade --fault ...): a node's link cut
+/// (`link-down:NODE@SECONDS`, in this machine's namespaces only, --nodes N: its bridge-side veth
+/// set down, and up again afterwards) or a rank killed (`kill:RANK@SECONDS`: SIGKILL to the
+/// process of the run whose OMPI_COMM_WORLD_RANK is RANK, on whichever host runs it).
 struct MpiFault {
   enum class Kind { kLinkDown, kKill };
   Kind kind = Kind::kKill;
@@ -45,14 +46,42 @@ struct MpiFault {
 };
 /// Parses "link-down:1@3.5" or "kill:2@1"; nullopt-like (target < 0) with @p error set when wrong.
 MpiFault parse_fault(const std::string& text, std::string& error);
-/// The other hosts every mpirun from now on places ranks on (grade --hostfile): after each run
-/// each is asked over ssh for processes that carry the run's marker, which are killed and
-/// reported "HOST:PID" among the leftovers. Empty (the default): this host only.
-void set_mpi_remote_hosts(std::vector<std::string> hosts);
-/// On each of @p hosts over ssh (probe_ssh_argv: 20 s at most each): the processes whose
-/// environment holds GPULAB_MPI_RUN=@p marker_value, killed; "HOST:PID" each. A host that could
-/// not be asked (or a marker that is not run_mpi's) is said in @p unasked.
-std::vector<std::string> remote_leftovers(const std::vector<std::string>& hosts, const std::string& marker_value,
+/// How the grader reaches the other hosts of a real cluster, after a run and while one is on:
+/// over ssh to each host (grade --hostfile) or through srun inside the allocation, one task per
+/// node (--launcher slurm). kNone: this host only (the default; the cluster of namespaces shares
+/// this machine's processes).
+struct RemoteHosts {
+  enum class Via { kNone, kSsh, kSrun };
+  Via via = Via::kNone;
+  std::vector<std::string> hosts;  ///< ssh: the hostfile's hosts; srun: the allocation's nodes
+};
+/// Every mpirun from now on places ranks on @p remote's hosts too: after each run each host is
+/// asked for processes that carry the run's marker, which are killed and reported "HOST:PID"
+/// among the leftovers, and a `kill:RANK` fault finds its rank on whichever host runs it.
+void set_mpi_remote_hosts(RemoteHosts remote);
+
+/// What one host printed for run_on_hosts.
+struct HostAnswer {
+  std::string host;
+  std::string output;
+};
+/// Runs the shell @p script on every host of @p remote (ssh: one host after another, 20 s each;
+/// srun: one task per node at once, 30 s). @p script must end with `echo done`: a host whose
+/// output has no such line did not run it, and is said in @p unasked with why. Callable from any
+/// thread (the fault injector asks while a run is on): it does not use run_process.
+std::vector<HostAnswer> run_on_hosts(const RemoteHosts& remote, const std::string& script, std::vector<std::string>* unasked);
+
+/// The shell script that lists, and SIGKILLs, this host's processes whose environment holds
+/// GPULAB_MPI_RUN=@p marker_value — only those on the host's own network (the cluster of
+/// namespaces shares one /proc: a process on another node's network is that node's) and, for a
+/// rank (@p rank ≥ 0), only that rank's @p program itself. Prints "killed PID" each, then "done".
+/// "" when @p marker_value is not one of run_mpi's (digits and a dash) or @p program is empty
+/// for a rank: nothing the remote shell could read as code.
+std::string marked_kill_script(const std::string& marker_value, int rank = -1, const std::string& program = "");
+
+/// On each host of @p remote: the processes of run @p marker_value, killed; "HOST:PID" each.
+/// A host that could not be asked (or a marker that is not run_mpi's) is said in @p unasked.
+std::vector<std::string> remote_leftovers(const RemoteHosts& remote, const std::string& marker_value,
                                           std::vector<std::string>* unasked = nullptr);
 
 /// Injects @p faults into every mpirun from now on (empty: none). A run with faults has a time
