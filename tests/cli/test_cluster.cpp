@@ -461,6 +461,9 @@ TEST_CASE("lab 07's reference graded inside a Slurm allocation across three node
   CHECK(graded.output.find("launcher: mpirun inside the Slurm allocation") != std::string::npos);
   CHECK(graded.output.find("3 nodes (") != std::string::npos);
   CHECK(graded.output.find("an all-reduce of 8 MiB of integers across the two nodes: exact") != std::string::npos);
+  // Across the nodes for real: OpenMPI chose TCP between them, not shared memory on this host
+  // (an mpirun kept off Slurm would have run every rank here, over vader).
+  CHECK(graded.output.find("the transport OpenMPI chose (its own selection messages): pml ob1, btl tcp") != std::string::npos);
   for (const char* w : {"2", "3"}) {
     CHECK(graded.output.find(std::string("PASS      [cpu] ring_allreduce is exact on integers and identical on every rank (W=") + w + ")") != std::string::npos);
   }
