@@ -4,7 +4,7 @@
 ///
 ///   v1 (given)  WMMA, one warp per 16 × 16 tile of C, fragments straight from global memory
 ///   v2          WMMA on 128 × 128 × 32 block tiles staged in shared memory: 8 warps, 64 × 32 each
-///   v3          mma.sync.m16n8k16 fed by ldmatrix from padded shared memory (sm_80+)
+///   v3          mma.sync.m16n8k16 fed by ldmatrix from shared memory (sm_80+)
 ///   v4          v3 with a 3-stage cp.async pipeline: tile k + 2 is in flight while k is multiplied
 ///
 /// Every kernel sees padded operands (the launcher's job, below): A is Mp × Kp, B is Kp × Np, all
@@ -69,6 +69,38 @@ constexpr int kLdA = kBK + 8;  ///< As[128][40]
 constexpr int kLdB = kBN + 8;  ///< Bs[32][136]
 constexpr int kTileAHalves = kBM * kLdA, kTileBHalves = kBK * kLdB;
 
+/// The padded A tile: the 16-byte chunk that starts at (row, col) begins at half row · kLdA + col.
+/// A tile's layout is a type with this at(), so that the copies (load_tiles_sync) serve others too.
+struct PaddedA {
+  __host__ __device__ static constexpr int at(int row, int col) { return row * kLdA + col; }
+  /// at(row + rows, col + kk) from base = at(row, col), for rows and kk multiples of 16 (col
+  /// below 16 when kk is not 0).
+  __host__ __device__ static constexpr int moved(int base, int rows, int kk) { return base + rows * kLdA + kk; }
+};
+
+/// The swizzled A tile (the reference's v3 and v4; yours too, if you like). Padding by 8 halves
+/// frees ldmatrix of conflicts but not the copies: a phase of 16-byte stores (8 threads, 128
+/// bytes) writes rows r and r + 1, 4 chunks each, and with 80-byte rows chunk 0 of row r and
+/// chunk 3 of row r + 1 are 128 bytes apart, on the same 4 banks: 2-way. Here rows are 32
+/// halves, two to a 128-byte line, and chunk c
+/// of line L (c = 0–7 across its two rows) sits at place c ^ (L % 8): a store phase fills one
+/// line, its 8 chunks on 8 places; an ldmatrix phase (8 consecutive rows, one column) reads 4
+/// lines at 4 different XORs, 2 chunks each on the two halves of the line, 8 places again. The
+/// layout CUTLASS and the PTX ISA's ldmatrix figures use; A's tile also shrinks by the 20 % that
+/// padding cost. B's 136-half rows are 17 chunks apart, an odd number: conflict-free both ways.
+struct SwizzledA {
+  __host__ __device__ static constexpr int at(int row, int col) {
+    const int line = row / 2, chunk = (row % 2) * (kBK / 8) + col / 8;
+    return line * 64 + (chunk ^ (line % 8)) * 8 + col % 8;
+  }
+  /// at(row + rows, col + kk) from base = at(row, col), for rows and kk multiples of 16 (col
+  /// below 16 when kk is not 0): 16 rows on is 8 lines on (the same XOR), and 16 columns on flips
+  /// bit 1 of a chunk whose bit 1 was clear, which commutes with the XOR. So each lane computes
+  /// the swizzle once; the other rows and k steps are an xor and a constant.
+  __host__ __device__ static constexpr int moved(int base, int rows, int kk) { return (base ^ kk) + rows * kBK; }
+};
+constexpr int kSwizzledAHalves = kBM * kBK;
+
 /// How the 256 threads cover a tile in 16-byte chunks (8 halves): thread t takes chunk t of each
 /// pass, consecutive threads on consecutive chunks of a row (coalesced); each pass covers
 /// kThreads / chunks-per-row rows, and a tile takes a fixed number of passes (2 for A, 2 for B),
@@ -99,16 +131,18 @@ struct TileChunks {
   }
 };
 
-/// Copies the A tile and the B tile into shared memory with 16-byte loads, zeros past the
-/// operands' edges.
+/// Copies the A tile (laid out as ALayout says) and the B tile into shared memory with 16-byte
+/// loads, zeros past the operands' edges.
+template <class ALayout = PaddedA>
 __device__ __forceinline__ void load_tiles_sync(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
   const TileChunks t(o, m0, n0, k0);
+  const int a_chunk = ALayout::at(t.ra, t.ca);
 #pragma unroll
   for (int i = 0; i < kPassesA; ++i) {
     const int row = t.ra + i * kRowsPerPassA;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (t.a_cols && m0 + row < o.Mp) v = *reinterpret_cast<const uint4*>(t.a + static_cast<std::size_t>(i) * kRowsPerPassA * o.Kp);
-    *reinterpret_cast<uint4*>(As + row * kLdA + t.ca) = v;
+    *reinterpret_cast<uint4*>(As + ALayout::moved(a_chunk, i * kRowsPerPassA, 0)) = v;
   }
 #pragma unroll
   for (int i = 0; i < kPassesB; ++i) {

@@ -4,7 +4,7 @@
 ///
 ///   v1 (given)  WMMA, one warp per 16 × 16 tile of C, fragments straight from global memory
 ///   v2          WMMA on 128 × 128 × 32 block tiles staged in shared memory: 8 warps, 64 × 32 each
-///   v3          mma.sync.m16n8k16 fed by ldmatrix from padded shared memory (sm_80+)
+///   v3          mma.sync.m16n8k16 fed by ldmatrix from shared memory (sm_80+)
 ///   v4          v3 with a 3-stage cp.async pipeline: tile k + 2 is in flight while k is multiplied
 ///
 /// Every kernel sees padded operands (the launcher's job, below): A is Mp × Kp, B is Kp × Np, all
@@ -69,6 +69,38 @@ constexpr int kLdA = kBK + 8;  ///< As[128][40]
 constexpr int kLdB = kBN + 8;  ///< Bs[32][136]
 constexpr int kTileAHalves = kBM * kLdA, kTileBHalves = kBK * kLdB;
 
+/// The padded A tile: the 16-byte chunk that starts at (row, col) begins at half row · kLdA + col.
+/// A tile's layout is a type with this at(), so that the copies (load_tiles_sync) serve others too.
+struct PaddedA {
+  __host__ __device__ static constexpr int at(int row, int col) { return row * kLdA + col; }
+  /// at(row + rows, col + kk) from base = at(row, col), for rows and kk multiples of 16 (col
+  /// below 16 when kk is not 0).
+  __host__ __device__ static constexpr int moved(int base, int rows, int kk) { return base + rows * kLdA + kk; }
+};
+
+/// The swizzled A tile (the reference's v3 and v4; yours too, if you like). Padding by 8 halves
+/// frees ldmatrix of conflicts but not the copies: a phase of 16-byte stores (8 threads, 128
+/// bytes) writes rows r and r + 1, 4 chunks each, and with 80-byte rows chunk 0 of row r and
+/// chunk 3 of row r + 1 are 128 bytes apart, on the same 4 banks: 2-way. Here rows are 32
+/// halves, two to a 128-byte line, and chunk c
+/// of line L (c = 0–7 across its two rows) sits at place c ^ (L % 8): a store phase fills one
+/// line, its 8 chunks on 8 places; an ldmatrix phase (8 consecutive rows, one column) reads 4
+/// lines at 4 different XORs, 2 chunks each on the two halves of the line, 8 places again. The
+/// layout CUTLASS and the PTX ISA's ldmatrix figures use; A's tile also shrinks by the 20 % that
+/// padding cost. B's 136-half rows are 17 chunks apart, an odd number: conflict-free both ways.
+struct SwizzledA {
+  __host__ __device__ static constexpr int at(int row, int col) {
+    const int line = row / 2, chunk = (row % 2) * (kBK / 8) + col / 8;
+    return line * 64 + (chunk ^ (line % 8)) * 8 + col % 8;
+  }
+  /// at(row + rows, col + kk) from base = at(row, col), for rows and kk multiples of 16 (col
+  /// below 16 when kk is not 0): 16 rows on is 8 lines on (the same XOR), and 16 columns on flips
+  /// bit 1 of a chunk whose bit 1 was clear, which commutes with the XOR. So each lane computes
+  /// the swizzle once; the other rows and k steps are an xor and a constant.
+  __host__ __device__ static constexpr int moved(int base, int rows, int kk) { return (base ^ kk) + rows * kBK; }
+};
+constexpr int kSwizzledAHalves = kBM * kBK;
+
 /// How the 256 threads cover a tile in 16-byte chunks (8 halves): thread t takes chunk t of each
 /// pass, consecutive threads on consecutive chunks of a row (coalesced); each pass covers
 /// kThreads / chunks-per-row rows, and a tile takes a fixed number of passes (2 for A, 2 for B),
@@ -99,16 +131,18 @@ struct TileChunks {
   }
 };
 
-/// Copies the A tile and the B tile into shared memory with 16-byte loads, zeros past the
-/// operands' edges.
+/// Copies the A tile (laid out as ALayout says) and the B tile into shared memory with 16-byte
+/// loads, zeros past the operands' edges.
+template <class ALayout = PaddedA>
 __device__ __forceinline__ void load_tiles_sync(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
   const TileChunks t(o, m0, n0, k0);
+  const int a_chunk = ALayout::at(t.ra, t.ca);
 #pragma unroll
   for (int i = 0; i < kPassesA; ++i) {
     const int row = t.ra + i * kRowsPerPassA;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (t.a_cols && m0 + row < o.Mp) v = *reinterpret_cast<const uint4*>(t.a + static_cast<std::size_t>(i) * kRowsPerPassA * o.Kp);
-    *reinterpret_cast<uint4*>(As + row * kLdA + t.ca) = v;
+    *reinterpret_cast<uint4*>(As + ALayout::moved(a_chunk, i * kRowsPerPassA, 0)) = v;
   }
 #pragma unroll
   for (int i = 0; i < kPassesB; ++i) {
@@ -197,6 +231,51 @@ __global__ void __launch_bounds__(kThreads, 2) hgemm_v2_wmma_shared(Operands o) 
 // ---------------------------------------------------------------------------------------------
 
 // BEGIN SOLUTION(04.9) v3: mma.sync m16n8k16 with ldmatrix from padded shared memory, and the fragment store
+
+/// The most of one phase's 8 chunks of 16 bytes that share 4 banks (1: conflict-free), over every
+/// phase of the A tile's copies (TileChunks: 8 consecutive threads, 2 rows of 4 chunks) or, with
+/// @p reads, of ldmatrix (8 consecutive rows at one chunk column), in layout L.
+template <class L>
+constexpr int a_tile_conflict_ways(bool reads) {
+  int worst = 1;
+  for (int phase = 0; phase < kBM * kChunksA / 8; ++phase) {
+    int on_banks[8] = {};
+    for (int k = 0; k < 8; ++k) {
+      const int row = reads ? phase / kChunksA * 8 + k : (phase * 8 + k) / kChunksA;
+      const int col = reads ? phase % kChunksA * 8 : (phase * 8 + k) % kChunksA * 8;
+      const int ways = ++on_banks[L::at(row, col) / 8 % 8];
+      worst = ways > worst ? ways : worst;
+    }
+  }
+  return worst;
+}
+static_assert(a_tile_conflict_ways<PaddedA>(false) == 2 && a_tile_conflict_ways<PaddedA>(true) == 1, "padding: 2-way copies, ldmatrix free");
+static_assert(a_tile_conflict_ways<SwizzledA>(false) == 1 && a_tile_conflict_ways<SwizzledA>(true) == 1, "the swizzle: both conflict-free");
+
+/// Whether L::moved agrees with L::at for every thread's copies (TileChunks) and every lane's
+/// ldmatrix rows in mma_warp_step.
+template <class L>
+constexpr bool moves_agree() {
+  for (int tid = 0; tid < kThreads; ++tid) {
+    const int row = tid / kChunksA, col = tid % kChunksA * 8;
+    for (int i = 0; i < kPassesA; ++i) {
+      if (L::moved(L::at(row, col), i * kRowsPerPassA, 0) != L::at(row + i * kRowsPerPassA, col)) return false;
+    }
+  }
+  for (int wm = 0; wm < 2; ++wm) {
+    for (int lane = 0; lane < 32; ++lane) {
+      const int row = wm * 64 + lane % 16, col = (lane / 16) * 8;
+      for (int i = 0; i < 4; ++i) {
+        for (int kk = 0; kk < kBK; kk += 16) {
+          if (L::moved(L::at(row, col), i * 16, kk) != L::at(row + i * 16, col + kk)) return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+static_assert(moves_agree<PaddedA>() && moves_agree<SwizzledA>(), "moved() is at() for the copies and the warp step");
+
 /// One block step of a warp's 64 × 32 tile: for each 16 of the 32 k, four A fragments (16 × 16,
 /// one ldmatrix.x4 each) and four B fragments (16 × 8; one ldmatrix.x4.trans gives two), then
 /// 4 × 4 mma. Shared-memory bytes per m16n8k16: (4·512 + 4·256) / 16 = 192 — the same as v2's
@@ -205,11 +284,12 @@ __global__ void __launch_bounds__(kThreads, 2) hgemm_v2_wmma_shared(Operands o) 
 /// can overlap with the multiply.
 __device__ __forceinline__ void mma_warp_step(const __half* As, const __half* Bs, float acc[4][4][4], int wm, int wn) {
   const int lane = static_cast<int>(threadIdx.x % 32);
+  const int a_row = SwizzledA::at(wm * 64 + lane % 16, (lane / 16) * 8);  // this lane's row of A's first fragment
 #pragma unroll
   for (int kk = 0; kk < kBK; kk += 16) {
     std::uint32_t a[4][4], b[4][2];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) ldmatrix_x4(a[i], As + (wm * 64 + i * 16 + lane % 16) * kLdA + kk + (lane / 16) * 8);
+    for (int i = 0; i < 4; ++i) ldmatrix_x4(a[i], As + SwizzledA::moved(a_row, i * 16, kk));
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       std::uint32_t r[4];
@@ -253,13 +333,13 @@ __device__ __forceinline__ void store_mma_tile(const Operands& o, const float ac
 }
 
 __global__ void __launch_bounds__(kThreads, 2) hgemm_v3_mma_ldmatrix(Operands o) {
-  __shared__ __align__(128) __half As[kTileAHalves];
+  __shared__ __align__(128) __half As[kSwizzledAHalves];
   __shared__ __align__(128) __half Bs[kTileBHalves];
   const int warp = static_cast<int>(threadIdx.x / 32), wm = warp / 4, wn = warp % 4;
   const int m0 = static_cast<int>(blockIdx.y) * kBM, n0 = static_cast<int>(blockIdx.x) * kBN;
   float acc[4][4][4] = {};
   for (int k0 = 0; k0 < o.Kp; k0 += kBK) {
-    load_tiles_sync(o, As, Bs, m0, n0, k0);
+    load_tiles_sync<SwizzledA>(o, As, Bs, m0, n0, k0);
     __syncthreads();
     mma_warp_step(As, Bs, acc, wm, wn);
     __syncthreads();
@@ -286,11 +366,12 @@ constexpr std::size_t kStageBytes = (kTileAHalves + kTileBHalves) * sizeof(__hal
 __device__ __forceinline__ void issue_tiles_async(const Operands& o, __half* As, __half* Bs, int m0, int n0, int k0) {
   // The chunks of load_tiles_sync: unrolled, the addresses computed once per tile.
   const TileChunks t(o, m0, n0, k0);
+  const int a_chunk = SwizzledA::at(t.ra, t.ca);
 #pragma unroll
   for (int i = 0; i < kPassesA; ++i) {
     const int row = t.ra + i * kRowsPerPassA;
     const bool valid = t.a_cols && m0 + row < o.Mp;
-    cp_async_16(As + row * kLdA + t.ca, valid ? t.a + static_cast<std::size_t>(i) * kRowsPerPassA * o.Kp : o.A, valid);
+    cp_async_16(As + SwizzledA::moved(a_chunk, i * kRowsPerPassA, 0), valid ? t.a + static_cast<std::size_t>(i) * kRowsPerPassA * o.Kp : o.A, valid);
   }
 #pragma unroll
   for (int i = 0; i < kPassesB; ++i) {
