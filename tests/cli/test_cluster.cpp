@@ -42,6 +42,25 @@ std::string pingpong_program() {
   return pingpong;
 }
 
+/// The pids of `sleep SECONDS` processes on this machine (a command line is NUL-separated, so
+/// processes_running cannot be asked for "sleep 317").
+std::vector<int> sleepers(int seconds) {
+  const std::string want = std::string("sleep") + '\0' + std::to_string(seconds) + '\0';
+  std::vector<int> pids;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline;
+    try {
+      cmdline = gpulab::cli::read_text(entry.path() / "cmdline");
+    } catch (...) {
+      continue;
+    }
+    if (cmdline == want) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
 /// Lab 07's planted submission whose rank 1 never sends (it hangs every rank), made under @p root
 /// from the reference and the plant's patch, as the selftest makes it.
 fs::path never_sends_submission(const fs::path& root) {
@@ -84,6 +103,8 @@ struct ScratchCluster {
   ~ScratchCluster() {
     gpulab::cli::set_mpi_placement({});
     gpulab::cli::set_mpi_faults({});
+    gpulab::cli::set_mpi_remote_hosts({});
+    unsetenv("OMPI_MCA_plm_rsh_args");  // a case that stopped early leaves the next its own ssh
     // A case that stopped early (a failed REQUIRE) still leaves nothing behind.
     if (!gpulab::cli::discover_cluster(plan.prefix).empty()) (void)gpulab::cli::cluster_command(paths, "down", plan);
     std::filesystem::remove_all(paths.root);
@@ -306,10 +327,33 @@ TEST_CASE("the scripts that kill a run's processes on another host match the run
   CHECK(rank.find("= '/home/o'\\''brien/build/test_ring' ]") != std::string::npos);
   CHECK(gpulab::cli::marked_kill_script("1; reboot").empty());
   CHECK(gpulab::cli::marked_kill_script("4242-7", 1, "").empty());
-  // A script runs for real on this host (no remote): nothing carries the marker, nothing is killed.
-  const auto r = gpulab::cli::run_process({"sh", "-c", gpulab::cli::marked_kill_script("999999-1", 1, "/nowhere/prog")});
-  CHECK(r.exited(0));
-  CHECK(r.output == "done\n");
+  // For real on this host: two "ranks" of a run and one of another run, each a sleep carrying its
+  // marker; the rank script kills run 4242-9's rank 1 alone, the look finds without killing, and
+  // the scan of the whole run takes what is left of it.
+  for (const char* env : {"GPULAB_MPI_RUN=4242-9 OMPI_COMM_WORLD_RANK=0", "GPULAB_MPI_RUN=4242-9 OMPI_COMM_WORLD_RANK=1",
+                          "GPULAB_MPI_RUN=4242-8 OMPI_COMM_WORLD_RANK=1"}) {
+    (void)gpulab::cli::start_daemon({"sh", "-c", std::string("exec env ") + env + " setsid sleep 319 >/dev/null 2>&1 &"});
+  }
+  for (int i = 0; i < 50 && sleepers(319).size() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(sleepers(319).size() == 3);
+  auto words = [](const std::string& out, const std::string& word) {
+    int n = 0;
+    for (std::size_t at = 0; (at = out.find(word + " ", at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  const auto killed = gpulab::cli::run_process({"sh", "-c", gpulab::cli::marked_kill_script("4242-9", 1, "sleep")});
+  const auto looked = gpulab::cli::run_process({"sh", "-c", gpulab::cli::marked_kill_script("4242-9", -1, "", false)});
+  const auto rest = gpulab::cli::run_process({"sh", "-c", gpulab::cli::marked_kill_script("4242-9")});
+  const std::size_t left = sleepers(319).size();
+  for (int pid : sleepers(319)) kill(pid, SIGKILL);  // whatever the checks say, nothing stays
+  INFO(killed.output + looked.output + rest.output);
+  CHECK(words(killed.output, "killed") == 1);
+  CHECK(words(looked.output, "found") == 1);  // rank 0 of the run, untouched by the look
+  CHECK(words(rest.output, "killed") == 1);
+  CHECK(left == 1);  // the other run's
+  const auto none = gpulab::cli::run_process({"sh", "-c", gpulab::cli::marked_kill_script("999999-1", 1, "/nowhere/prog")});
+  CHECK(none.exited(0));
+  CHECK(none.output == "done\n");
 }
 
 TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the grader's environment and grades lab 07 over its hostfile", "[cpu][cluster][ssh]") {
@@ -352,7 +396,7 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
     CHECK(said.find(" s: rank 1 (pid ") != std::string::npos);
     CHECK(said.find(" on gplssh-n1) was killed") != std::string::npos);
     CHECK(said.find("could not be asked") == std::string::npos);
-    CHECK(gpulab::cli::processes_running("sleep 311").empty());
+    CHECK(sleepers(311).empty());
   }
   gpulab::cli::set_mpi_remote_hosts({});
   unsetenv("OMPI_MCA_plm_rsh_args");
@@ -376,19 +420,24 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   // carrying one, on node 1's network (the nodes share this machine's /proc: node 0 sees the
   // process and leaves it, as it is not on its network).
   (void)gpulab::cli::start_daemon({"ip", "netns", "exec", p.node(1), "sh", "-c", "GPULAB_MPI_RUN=4242-7 setsid sleep 317 >/dev/null 2>&1 &"});
-  for (int i = 0; i < 50 && gpulab::cli::processes_running("sleep 317").empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 50 && sleepers(317).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto ssh_to = [](std::vector<std::string> hosts) {
     gpulab::cli::RemoteHosts r;
     r.via = gpulab::cli::RemoteHosts::Via::kSsh;
     r.hosts = std::move(hosts);
     return r;
   };
-  std::vector<std::string> unasked;
-  const auto not_here = gpulab::cli::remote_leftovers(ssh_to({"gplssh-n0"}), "4242-7", &unasked);
-  const auto left = gpulab::cli::remote_leftovers(ssh_to({"gplssh-n1"}), "4242-7", &unasked);
-  for (int pid : gpulab::cli::processes_running("sleep 317")) kill(pid, SIGKILL);  // whatever the checks below say, nothing stays
-  CHECK(unasked.empty());
+  // Asked alone, node 0 sees it only on another network, as a process in a container would be:
+  // said, not killed. Both nodes asked: node 1 kills it, and nothing else is said.
+  std::vector<std::string> unasked, in_a_container;
+  const auto not_here = gpulab::cli::remote_leftovers(ssh_to({"gplssh-n0"}), "4242-7", &in_a_container);
+  const auto left = gpulab::cli::remote_leftovers(ssh_to({"gplssh-n0", "gplssh-n1"}), "4242-7", &unasked);
+  for (int pid : sleepers(317)) kill(pid, SIGKILL);  // whatever the checks below say, nothing stays
   CHECK(not_here.empty());
+  REQUIRE(in_a_container.size() == 1);
+  CHECK(in_a_container[0].find("gplssh-n0: process ") == 0);
+  CHECK(in_a_container[0].find("in another network namespace (a container?): not killed") != std::string::npos);
+  CHECK(unasked.empty());
   REQUIRE(left.size() == 1);
   CHECK(left[0].rfind("gplssh-n1:", 0) == 0);
   CHECK(gpulab::cli::remote_leftovers(ssh_to({"gplssh-n1"}), "4242-7").empty());  // killed the first time
@@ -418,7 +467,7 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   INFO(hung_grade.output);
   CHECK(hung_grade.exited(1));
   CHECK(hung_grade.output.find("every rank was killed") != std::string::npos);
-  CHECK(hung_grade.output.find("still running at the time limit: rank 0 (on gplssh-n0), rank 1 (on gplssh-n1)") != std::string::npos);
+  CHECK(hung_grade.output.find("still running at the time limit (stopped then): rank 0 (on gplssh-n0), rank 1 (on gplssh-n1)") != std::string::npos);
   CHECK(hung_grade.output.find("still running afterwards") == std::string::npos);
   CHECK(hung_grade.output.find("could not be asked") == std::string::npos);
   unsetenv("OMPI_MCA_plm_rsh_args");
@@ -466,6 +515,26 @@ TEST_CASE("lab 07's reference graded inside a Slurm allocation across three node
   CHECK(graded.output.find("the transport OpenMPI chose (its own selection messages): pml ob1, btl tcp") != std::string::npos);
   for (const char* w : {"2", "3"}) {
     CHECK(graded.output.find(std::string("PASS      [cpu] ring_allreduce is exact on integers and identical on every rank (W=") + w + ")") != std::string::npos);
+  }
+  // What a run left on a node is found through srun, one task per node, by the run's marker: a
+  // sleeper carrying one on node 1's network, found there, killed, and named with its node.
+  setenv("SLURM_CONF", (slurm_dir / "slurm.conf").string().c_str(), 1);
+  (void)gpulab::cli::start_daemon({"ip", "netns", "exec", cluster.plan.node(1), "sh", "-c", "GPULAB_MPI_RUN=4242-5 setsid sleep 323 >/dev/null 2>&1 &"});
+  for (int i = 0; i < 50 && sleepers(323).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  gpulab::cli::RemoteHosts by_srun;
+  by_srun.via = gpulab::cli::RemoteHosts::Via::kSrun;
+  by_srun.hosts = {cluster.plan.node(0), cluster.plan.node(1), cluster.plan.node(2)};
+  std::vector<std::string> unasked;
+  const auto left = gpulab::cli::remote_leftovers(by_srun, "4242-5", &unasked);
+  for (int pid : sleepers(323)) kill(pid, SIGKILL);
+  unsetenv("SLURM_CONF");
+  {
+    std::string said;
+    for (const std::string& u : unasked) said += u + "; ";
+    INFO(said);
+    CHECK(unasked.empty());
+    REQUIRE(left.size() == 1);
+    CHECK(left[0].rfind(cluster.plan.node(1) + ":", 0) == 0);
   }
   // A rank killed inside the allocation (--fault kill:1), found on its node through srun by the
   // run's marker; the submission hangs without it (rank 1 never sends), so the kill always lands.

@@ -295,7 +295,7 @@ CaseRun run_case(const RunSpec& spec) {
       std::string own;
       RankStreams streams = rank_streams(m.process.output, own);
       shown.process.output = own;
-      std::string still_running;  // at the time limit: the ranks that had not ended (no report), with their hosts
+      std::string still_running, unreported;  // at the time limit: the ranks stopped then, and those whose report never came
       for (int r = 0; r < spec.ranks; ++r) {
         const auto host = m.rank_hosts.find(r);  // known across hosts
         const std::string who = "rank " + std::to_string(r) + (host == m.rank_hosts.end() ? "" : " (on " + host->second + ")");
@@ -304,14 +304,18 @@ CaseRun run_case(const RunSpec& spec) {
         rest += streams.err[r];
         for (const auto& f : found) frames.emplace_back(who, f);
         if (found.empty() && !m.process.timed_out) run.problems.push_back("no report from gpulab-launch on " + who + ": its launcher was stopped before the process ended");
-        // At the time limit mpirun passes the grader's SIGTERM on to every rank still running:
-        // its launcher reports that signal (or, killed itself, nothing).
-        if (m.process.timed_out && (found.empty() || found.back().value("signal", 0) == SIGTERM)) still_running += (still_running.empty() ? "" : ", ") + who;
+        // At the time limit mpirun passes the grader's SIGTERM on to every rank still running,
+        // and its launcher reports that signal; a launcher killed before it could report (mpirun
+        // is killed 2 s later) sends nothing. A rank that handles SIGTERM itself and exits is
+        // not named: its report says how it ended.
+        if (m.process.timed_out && !found.empty() && found.back().value("signal", 0) == SIGTERM) still_running += (still_running.empty() ? "" : ", ") + who;
+        if (m.process.timed_out && found.empty()) unreported += (unreported.empty() ? "" : ", ") + who;
         if (found.size() > 1) run.problems.push_back(std::to_string(found.size()) + " reports for " + who + ": something other than gpulab-launch printed one — tampering");
         if (static_cast<std::size_t>(r) < shown.rank_output.size()) shown.rank_output[static_cast<std::size_t>(r)] = rest;
       }
       // Which ranks hung, and where (a rank waiting in MPI_Finalize for a hung one has not ended).
-      if (!still_running.empty()) run.problems.push_back("still running at the time limit: " + still_running);
+      if (!still_running.empty()) run.problems.push_back("still running at the time limit (stopped then): " + still_running);
+      if (!unreported.empty()) run.problems.push_back("no report at the time limit (killed before its launcher could send one): " + unreported);
     } else {
       for (int r = 0; r < spec.ranks; ++r) {
         const fs::path rank_report = report.string() + ".rank" + std::to_string(r);

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -44,52 +46,108 @@ bool& forced_transport() {
   return forced;
 }
 
-/// Runs @p argv (searched in PATH) with standard input from /dev/null and its output captured,
-/// @p timeout_s at most (then SIGKILLed). Returns the exit code, -1 when it could not start or
-/// was killed. posix_spawn and poll only: safe on any thread, unlike run_process (the main
-/// thread's, with its signal handling and subreaper).
-int capture(const std::vector<std::string>& argv, double timeout_s, std::string& output) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (spawned != 0) {
-    close(fds[0]);
-    return -1;
+/// What one command of capture_all printed, and how it ended: its exit code, or -1 when it could
+/// not start, was stopped (its time limit, or @p stop) or was reaped by someone else.
+struct Captured {
+  int code = -1;
+  std::string output;
+};
+
+/// Runs each of @p commands (searched in PATH) at once, standard input from /dev/null, output
+/// captured, for @p timeout_s at most, or until *@p stop turns true: then SIGTERM (srun cancels
+/// its step on it), and SIGKILL 3 s later. posix_spawn and poll only, so any thread may call it,
+/// unlike run_process (the main thread's, with its signal handling and subreaper). A child is
+/// signalled through a pidfd where the kernel has them: run_process's sweep of descendants may
+/// reap it first (it is then "reaped by someone else", never a stranger under a reused pid).
+std::vector<Captured> capture_all(const std::vector<std::vector<std::string>>& commands, double timeout_s, const std::atomic<bool>* stop = nullptr) {
+  struct Child {
+    pid_t pid = 0;
+    int pidfd = -1;
+    int out = -1;
+  };
+  std::vector<Captured> results(commands.size());
+  std::vector<Child> children(commands.size());
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    int fds[2];
+    if (commands[i].empty() || pipe2(fds, O_CLOEXEC) != 0) continue;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+    std::vector<char*> args;
+    for (const std::string& a : commands[i]) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid = 0;
+    const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    if (spawned != 0) {
+      close(fds[0]);
+      continue;
+    }
+    children[i] = {pid, static_cast<int>(syscall(SYS_pidfd_open, pid, 0)), fds[0]};
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  bool killed = false;
+  auto signal_all = [&](int sig) {
+    for (const Child& c : children) {
+      if (c.out < 0) continue;
+      if (c.pidfd >= 0) {
+        (void)syscall(SYS_pidfd_send_signal, c.pidfd, sig, nullptr, 0);
+      } else {
+        kill(c.pid, sig);
+      }
+    }
+  };
+  const auto start = std::chrono::steady_clock::now();
+  double stop_at = timeout_s, kill_at = -1;
+  bool stopped = false;
   char buffer[4096];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) {
-      kill(pid, SIGKILL);
-      killed = true;
-      break;
+    std::vector<pollfd> open;
+    std::vector<std::size_t> which;
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      if (children[i].out < 0) continue;
+      open.push_back({children[i].out, POLLIN, 0});
+      which.push_back(i);
     }
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR) break;
-    if (p.revents == 0) continue;
-    const ssize_t n = read(fds[0], buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (output.size() < (1u << 20)) output.append(buffer, static_cast<std::size_t>(n));
+    if (open.empty()) break;
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!stopped && (now >= stop_at || (stop != nullptr && stop->load()))) {
+      signal_all(SIGTERM);
+      stopped = true;
+      kill_at = now + 3;
+    }
+    if (stopped && kill_at >= 0 && now >= kill_at) {
+      signal_all(SIGKILL);
+      kill_at = -1;
+    }
+    if (poll(open.data(), open.size(), 100) < 0 && errno != EINTR) break;
+    for (std::size_t k = 0; k < open.size(); ++k) {
+      if (open[k].revents == 0) continue;
+      Child& c = children[which[k]];
+      const ssize_t n = read(c.out, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        close(c.out);
+        c.out = -1;
+        continue;
+      }
+      std::string& output = results[which[k]].output;
+      if (output.size() < (1u << 20)) output.append(buffer, static_cast<std::size_t>(n));
+    }
   }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    Child& c = children[i];
+    if (c.pid <= 0) continue;
+    int status = 0;
+    pid_t got;
+    while ((got = waitpid(c.pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (c.pidfd >= 0) close(c.pidfd);
+    if (c.out >= 0) close(c.out);
+    results[i].code = got == c.pid && !stopped && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
-  return !killed && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return results;
 }
 
 /// One line of @p text at most 200 bytes, for a message.
@@ -114,28 +172,31 @@ bool said_done(const std::string& output) {
 
 void set_mpi_remote_hosts(RemoteHosts remote) { remote_hosts() = std::move(remote); }
 
-std::vector<HostAnswer> run_on_hosts(const RemoteHosts& remote, const std::string& script, std::vector<std::string>* unasked) {
+std::vector<HostAnswer> run_on_hosts(const RemoteHosts& remote, const std::string& script, std::vector<std::string>* unasked, const std::atomic<bool>* stop) {
   std::vector<HostAnswer> answers;
+  // At most 15 s on any host: a grep of /proc can block on a process stuck in the kernel (a hung
+  // driver or filesystem, when grades do fail), and the next run must not pile up behind it.
+  const std::string bounded = "timeout -k 2 15 sh -c " + shell_quote(script);
   if (remote.via == RemoteHosts::Via::kSsh) {
-    for (const std::string& host : remote.hosts) {
-      std::string out;
-      const int code = capture(probe_ssh_argv(host, script), 20, out);
-      if (code == 0 && said_done(out)) {
-        answers.push_back({host, out});
+    std::vector<std::vector<std::string>> commands;
+    for (const std::string& host : remote.hosts) commands.push_back(probe_ssh_argv(host, bounded));
+    const std::vector<Captured> said = capture_all(commands, 20, stop);  // every host at once
+    for (std::size_t i = 0; i < said.size(); ++i) {
+      if (said[i].code == 0 && said_done(said[i].output)) {
+        answers.push_back({remote.hosts[i], said[i].output});
       } else if (unasked != nullptr) {
-        unasked->push_back(host + " could not be asked over ssh (" + (code < 0 ? "no answer within 20 s" : "exit " + std::to_string(code)) + ": " +
-                           said_briefly(out) + ")");
+        unasked->push_back(remote.hosts[i] + " could not be asked over ssh (" +
+                           (said[i].code < 0 ? "no answer within 20 s" : "exit " + std::to_string(said[i].code)) + ": " + said_briefly(said[i].output) + ")");
       }
     }
   } else if (remote.via == RemoteHosts::Via::kSrun) {
     // One task per node of the allocation, beside whatever step runs there (--overlap), each of
     // its lines tagged with the node's name.
     const std::string nodes = std::to_string(remote.hosts.size());
-    const std::string tagged = "h=$(hostname); { " + script + "; } 2>&1 | while IFS= read -r l; do echo \"gpulab-node $h $l\"; done";
-    std::string out;
-    const int code = capture({"srun", "--overlap", "-N", nodes, "-n", nodes, "--ntasks-per-node=1", "sh", "-c", tagged}, 30, out);
+    const std::string tagged = "h=$(hostname); { " + bounded + "; } 2>&1 | while IFS= read -r l; do echo \"gpulab-node $h $l\"; done";
+    const Captured said = capture_all({{"srun", "--overlap", "-N", nodes, "-n", nodes, "--ntasks-per-node=1", "sh", "-c", tagged}}, 30, stop).front();
     std::map<std::string, std::string> by_node;
-    std::istringstream lines(out);
+    std::istringstream lines(said.output);
     for (std::string line; std::getline(lines, line);) {
       if (line.rfind("gpulab-node ", 0) != 0) continue;  // srun's own notes
       line.erase(0, 12);
@@ -148,39 +209,71 @@ std::vector<HostAnswer> run_on_hosts(const RemoteHosts& remote, const std::strin
       if (it != by_node.end() && said_done(it->second)) {
         answers.push_back({node, it->second});
       } else if (unasked != nullptr) {
-        unasked->push_back(node + " could not be asked through srun (" + (code < 0 ? "no answer within 30 s" : "exit " + std::to_string(code)) + ": " +
-                           said_briefly(out) + ")");
+        unasked->push_back(node + " could not be asked through srun (" + (said.code < 0 ? "no answer within 30 s" : "exit " + std::to_string(said.code)) +
+                           ": " + said_briefly(said.output) + ")");
       }
     }
   }
   return answers;
 }
 
-std::string marked_kill_script(const std::string& marker_value, int rank, const std::string& program) {
+std::string marked_kill_script(const std::string& marker_value, int rank, const std::string& program, bool kill_them) {
   // A marker is digits and a dash (run_mpi's): nothing the remote shell could read as code.
   if (marker_value.empty() || marker_value.find_first_not_of("0123456789-") != std::string::npos) return "";
   if (rank >= 0 && program.empty()) return "";
-  std::string test = "[ \"$(readlink /proc/$p/ns/net)\" = \"$me\" ] || continue; ";
+  // A process on another network is another node's (the cluster of namespaces shares one /proc),
+  // or in a container of its own: said as "other PID", never touched.
+  std::string test = "[ \"$(readlink /proc/$p/ns/net)\" = \"$me\" ] || { echo \"other $p\"; continue; }; ";
   if (rank >= 0) {
-    test += "grep -qsxz 'OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + "' \"$f\" || continue; " +
-            "[ \"$(tr '\\0' '\\n' < /proc/$p/cmdline | head -n 1)\" = " + shell_quote(program) + " ] || continue; ";
+    test = "[ \"$(readlink /proc/$p/ns/net)\" = \"$me\" ] || continue; "
+           "grep -qsxz 'OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + "' \"$f\" || continue; " +
+           "[ \"$(tr '\\0' '\\n' < /proc/$p/cmdline | head -n 1)\" = " + shell_quote(program) + " ] || continue; ";
   }
+  const std::string act = kill_them ? "kill -9 \"$p\" && echo \"killed $p\"" : "echo \"found $p\"";
   // One grep over every process's environment (NUL-separated entries, each matched whole).
   return "me=$(readlink /proc/self/ns/net); for f in $(grep -lsxz 'GPULAB_MPI_RUN=" + marker_value +
-         "' /proc/[0-9]*/environ); do p=${f#/proc/}; p=${p%/environ}; " + test + "kill -9 \"$p\" && echo \"killed $p\"; done; echo done";
+         "' /proc/[0-9]*/environ); do p=${f#/proc/}; p=${p%/environ}; " + test + act + "; done; echo done";
 }
+
+namespace {
+/// The pids after @p word ("killed", "found", "other") in a host's answer.
+std::vector<std::string> said_pids(const std::string& output, const std::string& word) {
+  std::vector<std::string> pids;
+  std::istringstream words(output);
+  for (std::string w, pid; words >> w;) {
+    if (w == word && words >> pid) pids.push_back(pid);
+  }
+  return pids;
+}
+}  // namespace
 
 std::vector<std::string> remote_leftovers(const RemoteHosts& remote, const std::string& marker_value, std::vector<std::string>* unasked) {
   std::vector<std::string> found;
-  const std::string script = marked_kill_script(marker_value);
-  if (script.empty()) {
+  const std::string look = marked_kill_script(marker_value, -1, "", false);
+  if (look.empty()) {
     if (unasked != nullptr) unasked->push_back("the marker \"" + marker_value + "\" is not one of run_mpi's: no host was asked");
     return found;
   }
-  for (const HostAnswer& a : run_on_hosts(remote, script, unasked)) {
-    std::istringstream words(a.output);
-    for (std::string word, pid; words >> word;) {
-      if (word == "killed" && words >> pid) found.push_back(a.host + ":" + pid);
+  // First only look: the ranks' daemons may still be ending them (ORTE's teardown after mpirun
+  // was stopped). Whatever is still there 2 s later is left behind, and killed.
+  bool any = false;
+  for (const HostAnswer& a : run_on_hosts(remote, look, unasked)) any = any || !said_pids(a.output, "found").empty() || !said_pids(a.output, "other").empty();
+  if (!any) return found;
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  std::set<std::string> killed, elsewhere;
+  std::map<std::string, std::string> host_of_other;
+  for (const HostAnswer& a : run_on_hosts(remote, marked_kill_script(marker_value), unasked)) {
+    for (const std::string& pid : said_pids(a.output, "killed")) {
+      found.push_back(a.host + ":" + pid);
+      killed.insert(pid);
+    }
+    for (const std::string& pid : said_pids(a.output, "other")) host_of_other.emplace(pid, a.host);
+  }
+  // Seen only on another network by every host that saw it: in a container of its own network,
+  // which the scan does not touch (on this machine's cluster of namespaces its own node kills it).
+  for (const auto& [pid, host] : host_of_other) {
+    if (!killed.count(pid) && unasked != nullptr) {
+      unasked->push_back(host + ": process " + pid + " carries the run's marker in another network namespace (a container?): not killed");
     }
   }
   return found;
@@ -250,13 +343,12 @@ class FaultInjector {
     thread_ = std::thread([this] { run(); });
   }
   /// Stops, puts cut links back up, and returns what was done ("at 1.0 s: rank 1 (pid 42) was killed").
+  /// A run that ended by an exception (the grade interrupted) still stops the thread.
+  ~FaultInjector() {
+    if (thread_.joinable()) stop();
+  }
   std::vector<std::string> finish() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
+    stop();
     for (const MpiFault& f : faults_) {
       if (f.kind == MpiFault::Kind::kLinkDown) (void)spawn_and_wait({"ip", "link", "set", f.link, "up"});
     }
@@ -269,6 +361,15 @@ class FaultInjector {
   }
 
  private:
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      stopping_ = true;  // also ends a remote search under way (capture_all watches it)
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
   void run() {
     const auto start = std::chrono::steady_clock::now();
     for (const MpiFault& f : faults_) {
@@ -283,35 +384,38 @@ class FaultInjector {
         events_.push_back(std::string("fault injected ") + when + "the link of " + f.node + " was cut" + (ok ? "" : " (ip link set down FAILED)"));
       } else {
         // The rank may still be starting (a launch across namespaces or hosts takes a moment):
-        // look for it for up to 10 s more.
+        // look for it for up to 10 s more, less often on a real cluster (each look there is an
+        // ssh to every host or an srun step).
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        const auto pause = std::chrono::milliseconds(remote_.via == RemoteHosts::Via::kNone ? 100 : 500);
         std::string killed;
-        for (int tries = 0; killed.empty() && tries < 100; ++tries) {
-          if (tries > 0) {
+        std::vector<std::string> unasked;
+        for (bool first = true; killed.empty() && std::chrono::steady_clock::now() < give_up; first = false) {
+          if (!first) {
             std::unique_lock<std::mutex> wait(mutex_);
-            if (wake_.wait_for(wait, std::chrono::milliseconds(100), [this] { return stop_; })) break;
+            if (wake_.wait_for(wait, pause, [this] { return stop_; })) break;
           }
-          killed = kill_rank(f.target);
+          unasked.clear();
+          killed = kill_rank(f.target, unasked);
         }
         std::snprintf(when, sizeof when, "at %.1f s: ", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-        events_.push_back(std::string("fault injected ") + when + "rank " + std::to_string(f.target) +
-                          (killed.empty() ? " was not found running: nothing killed" : " (" + killed + ") was killed"));
+        std::string none = " was not found running: nothing killed";
+        for (const std::string& u : unasked) none += "; " + u;
+        events_.push_back(std::string("fault injected ") + when + "rank " + std::to_string(f.target) + (killed.empty() ? none : " (" + killed + ") was killed"));
       }
     }
   }
   /// Kills rank @p rank of this run where it runs: "pid 42" here, "pid 42 on HOST" on a real
   /// cluster's host; "" when it is not running (yet).
-  std::string kill_rank(int rank) {
+  std::string kill_rank(int rank, std::vector<std::string>& unasked) {
     if (remote_.via == RemoteHosts::Via::kNone) {
       const int pid = pid_of_rank(program_, "GPULAB_MPI_RUN=" + marker_value_, rank);
       if (pid <= 0) return "";
       kill(pid, SIGKILL);
       return "pid " + std::to_string(pid);
     }
-    for (const HostAnswer& a : run_on_hosts(remote_, marked_kill_script(marker_value_, rank, program_), nullptr)) {
-      std::istringstream words(a.output);
-      for (std::string word, pid; words >> word;) {
-        if (word == "killed" && words >> pid) return "pid " + pid + " on " + a.host;
-      }
+    for (const HostAnswer& a : run_on_hosts(remote_, marked_kill_script(marker_value_, rank, program_), &unasked, &stopping_)) {
+      for (const std::string& pid : said_pids(a.output, "killed")) return "pid " + pid + " on " + a.host;
     }
     return "";
   }
@@ -322,6 +426,7 @@ class FaultInjector {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
+  std::atomic<bool> stopping_{false};
   std::size_t applied_ = 0;  ///< faults whose time came while the run was on
   std::thread thread_;
 };
@@ -483,8 +588,11 @@ MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& 
   ProcessOptions o = options;
   // Marks this run's processes (every rank inherits it, across namespaces too), so that the
   // leftover check and the fault injector touch this run only, not a grade running beside it.
+  // The pid, a count and 62 random bits: graders in containers of their own pid namespace may
+  // share a pid, and the marker decides what a remote scan kills on a shared node.
   static int runs = 0;
-  const std::string marker_value = std::to_string(getpid()) + "-" + std::to_string(++runs);
+  static std::mt19937_64 random_bits{std::random_device{}()};
+  const std::string marker_value = std::to_string(getpid()) + "-" + std::to_string(++runs) + "-" + std::to_string(random_bits() >> 2);
   o.env["GPULAB_MPI_RUN"] = marker_value;
   const std::string marker = "GPULAB_MPI_RUN=" + marker_value;
   std::unique_ptr<FaultInjector> injector;
@@ -494,7 +602,15 @@ MpiRun run_mpi(int ranks, const fs::path& logs, const std::vector<std::string>& 
     if (o.timeout_s <= 0 || o.timeout_s > last + 20) o.timeout_s = last + 20;
     injector = std::make_unique<FaultInjector>(faults(), launched_program(command), marker_value, remote_hosts());
   }
-  run.process = run_process(mpirun_argv(ranks, logs, command, mpi_exports(o.env)), o);
+  try {
+    run.process = run_process(mpirun_argv(ranks, logs, command, mpi_exports(o.env)), o);
+  } catch (...) {
+    // Interrupted (the grade stopped): the injector first, then nothing of the run left on the
+    // other hosts (this host's were killed with mpirun).
+    injector.reset();
+    (void)remote_leftovers(remote_hosts(), marker_value);
+    throw;
+  }
   const std::vector<std::string> injected = injector ? injector->finish() : std::vector<std::string>{};
   run.rank_output.resize(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {

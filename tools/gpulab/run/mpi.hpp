@@ -4,6 +4,7 @@
 /// time limit, and no process left behind.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <string>
 #include <vector>
@@ -65,22 +66,28 @@ struct HostAnswer {
   std::string host;
   std::string output;
 };
-/// Runs the shell @p script on every host of @p remote (ssh: one host after another, 20 s each;
-/// srun: one task per node at once, 30 s). @p script must end with `echo done`: a host whose
-/// output has no such line did not run it, and is said in @p unasked with why. Callable from any
-/// thread (the fault injector asks while a run is on): it does not use run_process.
-std::vector<HostAnswer> run_on_hosts(const RemoteHosts& remote, const std::string& script, std::vector<std::string>* unasked);
+/// Runs the shell @p script on every host of @p remote (ssh: every host at once, 20 s; srun: one
+/// task per node at once, 30 s), under `timeout 15` there. @p script must end with `echo done`: a
+/// host whose output has no such line did not run it, and is said in @p unasked with why. Stops
+/// early (SIGTERM, then SIGKILL) when *@p stop turns true. Callable from any thread (the fault
+/// injector asks while a run is on): it does not use run_process.
+std::vector<HostAnswer> run_on_hosts(const RemoteHosts& remote, const std::string& script, std::vector<std::string>* unasked,
+                                     const std::atomic<bool>* stop = nullptr);
 
-/// The shell script that lists, and SIGKILLs, this host's processes whose environment holds
-/// GPULAB_MPI_RUN=@p marker_value — only those on the host's own network (the cluster of
-/// namespaces shares one /proc: a process on another node's network is that node's) and, for a
-/// rank (@p rank ≥ 0), only that rank's @p program itself. Prints "killed PID" each, then "done".
-/// "" when @p marker_value is not one of run_mpi's (digits and a dash) or @p program is empty
-/// for a rank: nothing the remote shell could read as code.
-std::string marked_kill_script(const std::string& marker_value, int rank = -1, const std::string& program = "");
+/// The shell script that finds this host's processes whose environment holds
+/// GPULAB_MPI_RUN=@p marker_value and, with @p kill_them, SIGKILLs them ("killed PID" each, else
+/// "found PID"), then prints "done". Only processes on the host's own network count (the cluster
+/// of namespaces shares one /proc: a process on another node's network is that node's); the others
+/// are said as "other PID". For a rank (@p rank ≥ 0): only that rank's processes whose argv[0] is
+/// @p program (so also a child of the rank that runs the same program, as a data loader's worker
+/// may), others unsaid. "" when @p marker_value is not one of run_mpi's (digits and dashes) or
+/// @p program is empty for a rank: nothing the remote shell could read as code.
+std::string marked_kill_script(const std::string& marker_value, int rank = -1, const std::string& program = "", bool kill_them = true);
 
-/// On each host of @p remote: the processes of run @p marker_value, killed; "HOST:PID" each.
-/// A host that could not be asked (or a marker that is not run_mpi's) is said in @p unasked.
+/// On each host of @p remote: the processes of run @p marker_value still there 2 s after a first
+/// look found any (ORTE may still be ending them), killed; "HOST:PID" each. A host that could not
+/// be asked, a marker that is not run_mpi's, or a marked process that every host saw on another
+/// network (a container of its own: not touched) is said in @p unasked.
 std::vector<std::string> remote_leftovers(const RemoteHosts& remote, const std::string& marker_value,
                                           std::vector<std::string>* unasked = nullptr);
 
