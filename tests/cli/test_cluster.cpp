@@ -357,7 +357,7 @@ TEST_CASE("the scripts that kill a run's processes on another host match the run
 }
 
 TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the grader's environment and grades lab 07 over its hostfile", "[cpu][cluster][ssh]") {
-  ScratchCluster cluster("gplssh", "10.213.7", "ssh");
+  ScratchCluster cluster("gplssh", "10.213.7", "ssh", 3);
   REQUIRE(cluster.up);
   const gpulab::cli::Paths& paths = cluster.paths;
   const ClusterPlan& p = cluster.plan;
@@ -452,12 +452,14 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   g.timeout_s = 240;
   g.env["OMPI_MCA_plm_rsh_args"] = "-F " + (ssh_dir / "ssh_config").string();
   const auto graded = gpulab::cli::run_process({std::string(GPULAB_BIN_DIR) + "/gpulab-cli", "grade", "07", "--solutions", "--hostfile", (ssh_dir / "hostfile").string(),
-                                                "--ranks", "2", "--case", "ring_allreduce is exact on integers and identical on every rank"}, g);
+                                                "--ranks", "2", "3", "--case", "ring_allreduce is exact on integers and identical on every rank"}, g);
   INFO(graded.output);
   CHECK(graded.exited(0));
-  CHECK(graded.output.find("over ssh: 2 hosts") != std::string::npos);
+  CHECK(graded.output.find("over ssh: 3 hosts") != std::string::npos);
   CHECK(graded.output.find("the transport OpenMPI chose (its own selection messages): pml ob1, btl tcp") != std::string::npos);
-  CHECK(graded.output.find("PASS      [cpu] ring_allreduce is exact on integers and identical on every rank (W=2)") != std::string::npos);
+  for (const char* w : {"2", "3"}) {  // on 2 of the hosts, then on all 3
+    CHECK(graded.output.find(std::string("PASS      [cpu] ring_allreduce is exact on integers and identical on every rank (W=") + w + ")") != std::string::npos);
+  }
   // A submission that hangs (lab 07's plant whose rank 1 never sends) graded over the hostfile:
   // killed at its limit, each rank that had not ended named with its host, nothing left anywhere.
   const fs::path hangs = never_sends_submission(paths.root);
@@ -558,6 +560,17 @@ TEST_CASE("lab 07's reference graded inside a Slurm allocation across three node
   INFO(small.output);
   CHECK(small.exited(2));
   CHECK(small.output.find("the allocation has 2 tasks and lab 07 runs up to 4 ranks") != std::string::npos);
+  // An allocation srun does not know (a job that has ended, a controller that is not this one's):
+  // one line, exit 2, no grade.
+  gpulab::cli::ProcessOptions stale = o;
+  stale.env["SLURM_JOB_ID"] = "424242";
+  stale.env["SLURM_NNODES"] = "2";
+  stale.env["SLURM_NTASKS"] = "2";
+  const auto refused = gpulab::cli::run_process({cli, "grade", "07", "--solutions", "--launcher", "slurm", "--ranks", "2"}, stale);
+  INFO(refused.output);
+  CHECK(refused.exited(2));
+  CHECK(refused.output.find("srun across the allocation failed") != std::string::npos);
+  CHECK(refused.output.find("is munge running on every node?") != std::string::npos);
   // down: the controller and munge stopped, the slurmds gone with the nodes, the files removed.
   CHECK(gpulab::cli::cluster_command(cluster.paths, "down", cluster.plan) == 0);
   CHECK(gpulab::cli::discover_cluster("gplslurm").empty());
