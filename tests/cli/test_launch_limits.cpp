@@ -21,7 +21,7 @@ bool launcher_filters() { return run_process({kLauncher, "--features"}).output.r
 
 }  // namespace
 
-TEST_CASE("gpulab-launch stops a program that starts more processes than its limit", "[cpu]") {
+TEST_CASE("gpulab-launch stops a program that has more processes at once than its limit", "[cpu]") {
   if (!launcher_filters()) {
     WARN("gpulab-launch was built without libseccomp: no process limit to test here");
     return;
@@ -34,23 +34,34 @@ TEST_CASE("gpulab-launch stops a program that starts more processes than its lim
   const auto r = run_process({kLauncher, "--max-processes", "8", "--", "sh", "-c", bomb}, o);
   const nlohmann::json frame = launch_frame(r.output);
   INFO(frame.dump());
-  CHECK(frame.value("limit", "").find("started more than 8 processes") != std::string::npos);
+  CHECK(frame.value("limit", "").find("had more than 8 processes at once") != std::string::npos);
   CHECK(frame.value("signal", 0) == 9);
-  CHECK(frame.value("processes_started", 0) >= 9);
+  CHECK(frame.value("peak_processes", 0) == 9);  // refused at the ninth
   CHECK_FALSE(r.timed_out);
 
-  // Under the limit: six background subshells of one shell run to its end, counted. Each counts
-  // for a while before it exits, so that no SIGCHLD reaches the shell while it forks: a fork the
-  // filter holds can be interrupted by one (restarted and counted twice, or failed: "Cannot
-  // fork"), which made the nested version of this case (b 2) flaky in CI. The limit's own
-  // handling of that is a known gap (BENCHMARKS.md, CI of 4c07d6a).
+  // Under the limit: six background subshells of one shell, each counting for a while, so that
+  // all six are alive at the last fork.
   const auto small = run_process({kLauncher, "--max-processes", "8", "--", "sh", "-c",
                                   "for j in 1 2 3 4 5 6; do ( i=0; while [ $i -lt 20000 ]; do i=$((i + 1)); done ) & done; wait"}, o);
   const nlohmann::json fine = launch_frame(small.output);
   INFO(fine.dump());
   CHECK_FALSE(fine.contains("limit"));
   CHECK(fine.value("exit", -1) == 0);
-  CHECK(fine.value("processes_started", 0) >= 6);  // the six background subshells
+  CHECK(fine.value("peak_processes", 0) >= 2);
+  CHECK(fine.value("peak_processes", 0) <= 6);
+
+  // Six jobs that end at once, while the shell still forks the next: their SIGCHLDs make the kernel
+  // restart a fork the launcher had let through, which comes to it again. Counted as calls, this
+  // was 9 to 11 "processes" in 4 runs of 5 and a fork bomb; counted alive, never more than 6. (A
+  // fork the signal reaches before the launcher has taken it still fails "Cannot fork" in dash,
+  // whose handler does not restart calls: README.md, the launcher's limits.)
+  for (int run = 0; run < 5; ++run) {
+    const auto flat = run_process({kLauncher, "--max-processes", "8", "--", "sh", "-c", "for i in 1 2 3 4 5 6; do : & done; wait"}, o);
+    const nlohmann::json f = launch_frame(flat.output);
+    INFO(f.dump());
+    CHECK_FALSE(f.contains("limit"));
+    CHECK(f.value("peak_processes", 99) <= 6);
+  }
 }
 
 TEST_CASE("gpulab-launch kills a program whose resident memory passes its limit", "[cpu]") {

@@ -379,7 +379,7 @@ nlohmann::json Confinement::to_json() const {
   if (!seccomp) j["no_seccomp"] = no_seccomp;
   // The limits each test process ran under (README.md, "The grader").
   j["limits"] = {{"cpu_seconds", "8 x the case's time limit + 10"},
-                 {"processes_started", seccomp ? nlohmann::json(64) : nlohmann::json(nullptr)},
+                 {"processes_at_once", seccomp ? nlohmann::json(64) : nlohmann::json(nullptr)},
                  {"memory_mb", memory_mb > 0 ? nlohmann::json(memory_mb) : nlohmann::json(nullptr)},
                  {"output_mb", kMaxCaseOutput >> 20}};
   return j;
@@ -519,7 +519,7 @@ Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, co
       return line.find("tampering") != std::string::npos || line.find("sandbox") != std::string::npos;
     });
     hints.insert(injected   ? std::string("the grader injected this fault (--fault): how a run fails when a rank or a link is lost, not a fault in your code")
-                 : limited  ? std::string("each test process has limits (CPU time, memory, processes started, output; README.md, \"The grader\"): "
+                 : limited  ? std::string("each test process has limits (CPU time, memory, processes at once, output; README.md, \"The grader\"): "
                                           "a test needs far less than any of them, so look for a loop that does not end or grows without bound")
                  : confined ? std::string("each test process runs under gpulab-launch, in a sandbox: it runs no other program, writes no record after the "
                                           "test runner's last and prints no launcher report (README.md, \"The grader\")")

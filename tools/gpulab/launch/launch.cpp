@@ -45,6 +45,7 @@
 #include "launch/frame.hpp"
 
 #ifdef GPULAB_HAVE_SECCOMP
+#include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #ifndef SECCOMP_USER_NOTIF_FLAG_CONTINUE
@@ -61,7 +62,7 @@ constexpr std::uint64_t kMaxOutputs = 8ull << 30;  ///< bytes of checked values 
 struct Options {
   bool seccomp = true;
   long cpu_seconds = 0;     ///< 0: no CPU-time limit
-  long max_processes = 64;  ///< processes the program may start (threads do not count); 0: no limit. Needs the filter
+  long max_processes = 64;  ///< processes below the program at once (threads do not count); 0: no limit. Needs the filter
   long max_memory_mb = 0;   ///< resident memory of the program and what it started, summed; 0: no limit
   bool loopback_only = false;  ///< refuse (and report) a connect() to anything but loopback or a Unix socket. Needs the filter
   std::string outputs;   ///< the folder for the checked values ("": hashed, not kept)
@@ -278,6 +279,33 @@ int receive_fd(int sock, std::string& note) {
 }
 
 #ifdef GPULAB_HAVE_SECCOMP
+/// Loads @p ctx's program with seccomp(2) itself, with a listener whose received calls wait
+/// killably (SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV): the listener's descriptor, or -1 when this
+/// kernel or libseccomp cannot (then seccomp_load, as before).
+int load_waiting_killably(scmp_filter_ctx ctx) {
+#if defined(SYS_seccomp) && defined(SYS_memfd_create)
+  constexpr unsigned long kNewListener = 1UL << 3;      // SECCOMP_FILTER_FLAG_NEW_LISTENER
+  constexpr unsigned long kWaitKillableRecv = 1UL << 5;  // SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (5.19)
+  const int mem = static_cast<int>(syscall(SYS_memfd_create, "gpulab-filter", 0));
+  if (mem < 0) return -1;
+  std::vector<sock_filter> program;
+  if (seccomp_export_bpf(ctx, mem) == 0) {
+    const off_t size = lseek(mem, 0, SEEK_END);
+    if (size > 0 && size % static_cast<off_t>(sizeof(sock_filter)) == 0) {
+      program.resize(static_cast<std::size_t>(size) / sizeof(sock_filter));
+      if (pread(mem, program.data(), static_cast<std::size_t>(size), 0) != size) program.clear();
+    }
+  }
+  close(mem);
+  if (program.empty() || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+  sock_fprog prog{static_cast<unsigned short>(program.size()), program.data()};
+  return static_cast<int>(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, kNewListener | kWaitKillableRecv, &prog));
+#else
+  (void)ctx;
+  return -1;
+#endif
+}
+
 /// The filter (see README.md): the listener's descriptor, or -1 and why in @p why.
 int install_filter(const Options& o, std::string& why) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -313,6 +341,12 @@ int install_filter(const Options& o, std::string& why) {
   // In a sandbox without a network (only loopback), a connection elsewhere cannot succeed: the
   // filter makes the attempt seen, so that it is reported.
   if (o.loopback_only) seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
+  // Loaded by hand where the kernel can (Linux 5.19 on), to add WAIT_KILLABLE_RECV: once the
+  // launcher has received a call, no signal can interrupt it. Without it a fork the launcher had
+  // already counted could be interrupted by a sibling's SIGCHLD and come again (counted twice:
+  // six background jobs of one shell counted 9 to 11), or fail ("sh: Cannot fork").
+  const int direct = load_waiting_killably(ctx);
+  if (direct >= 0) return direct;
   const int rc = seccomp_load(ctx);
   if (rc != 0) {
     why = std::string("seccomp_load failed: ") + std::strerror(-rc);
@@ -509,7 +543,7 @@ int main(int argc, char** argv) {
   int status = 0;
   bool ended = false;
   std::string limit;       // a limit the launcher enforced by killing the program ("" when none)
-  long started = 0;        // processes the program started (under the filter)
+  long peak_processes = 0;  // the most processes below the program at once, a fork included (under the filter)
   long peak_mb = 0;        // the most resident memory seen, summed over the program's processes
   auto memory_checked = std::chrono::steady_clock::now();
   auto tree_checked = memory_checked;
@@ -547,6 +581,7 @@ int main(int argc, char** argv) {
         std::memset(response, 0, sizeof *response);
         response->id = request->id;
         const int nr = request->data.nr;
+        bool responded = false;
         if (nr == SCMP_SYS(connect)) {
           const std::string where = outside_address(static_cast<pid_t>(request->pid), request->data.args[1], request->data.args[2]);
           if (where.empty()) {
@@ -556,15 +591,24 @@ int main(int argc, char** argv) {
             response->error = -ENETUNREACH;
           }
         } else if (nr == SCMP_SYS(fork) || nr == SCMP_SYS(vfork) || nr == SCMP_SYS(clone)) {
-          if (++started <= o.max_processes) {
+          // What counts is the processes alive at once, not calls: a fork that finds a signal
+          // pending after the launcher let it through is restarted by the kernel
+          // (ERESTARTNOINTR) and comes here again, so counting calls made six background jobs of
+          // one shell count 9 to 11 and fail as a fork bomb. The walk of /proc is done while the
+          // caller waits killably (load_waiting_killably), where no signal can interrupt it.
+          const long alive = static_cast<long>(gpulab::cli::descendants(child).size()) + 1;  // with the one asked for
+          peak_processes = std::max(peak_processes, alive);
+          const bool within = alive <= o.max_processes;
+          if (within) {
             response->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
           } else {
             response->error = -EAGAIN;
-            if (limit.empty()) {
-              limit = "started more than " + std::to_string(o.max_processes) + " processes (a fork bomb?)";
-              kill_tree(child);
-            }
           }
+          if (seccomp_notify_respond(listener, response) == 0 && !within && limit.empty()) {
+            limit = "had more than " + std::to_string(o.max_processes) + " processes at once (a fork bomb?)";
+            kill_tree(child);
+          }
+          responded = true;
         } else if (!exec_done && request->pid == static_cast<__u32>(child)) {
           exec_done = true;  // the test program itself
           response->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
@@ -573,7 +617,7 @@ int main(int argc, char** argv) {
           refused.push_back({{"call", at ? "execveat" : "execve"}, {"path", read_string(static_cast<pid_t>(request->pid), request->data.args[at ? 1 : 0])}});
           response->error = -EPERM;
         }
-        seccomp_notify_respond(listener, response);
+        if (!responded) seccomp_notify_respond(listener, response);
       }
     }
     if (listener >= 0 && (fds[1].revents & (POLLHUP | POLLERR)) != 0) {
@@ -627,7 +671,7 @@ int main(int argc, char** argv) {
   if (const char* rank = std::getenv("OMPI_COMM_WORLD_RANK")) frame["rank"] = std::atoi(rank);
   if (WIFEXITED(status)) frame["exit"] = WEXITSTATUS(status);
   if (o.max_memory_mb > 0) frame["peak_memory_mb"] = peak_mb;
-  if (o.max_processes > 0 && filtered) frame["processes_started"] = started;
+  if (o.max_processes > 0 && filtered) frame["peak_processes"] = peak_processes;
   if (WIFSIGNALED(status)) {
     frame["signal"] = WTERMSIG(status);
     if (!limit.empty()) frame["limit"] = limit;
