@@ -220,6 +220,25 @@ TEST_CASE("a baseline slowed beside the learner's code is not trusted", "[cpu]")
   CHECK(baseline_mismatch(mine, theirs).empty());
 }
 
+TEST_CASE("a baseline that disagrees is measured again while rounds and time are left and then fails", "[cpu]") {
+  VerdictRules rules;
+  rules.max_rounds = 3;
+  rules.time_cap_s = 60;
+  PerfSamples mine, theirs;
+  mine.fraction = {0.9};
+  mine.baseline = {0.65};  // the plain-ring plant's CI round: its library baseline under load
+  theirs.baseline = {1.19};
+  CHECK(measure_again_for_baseline(mine, theirs, rules, 5.0));
+  CHECK_FALSE(measure_again_for_baseline(mine, theirs, rules, 61.0));  // out of time
+  mine.fraction = {0.9, 0.9, 0.9};
+  mine.baseline = {0.65, 0.6, 0.62};
+  CHECK_FALSE(measure_again_for_baseline(mine, theirs, rules, 5.0));  // out of rounds: "not trusted" stands
+  CHECK_FALSE(baseline_mismatch(mine, theirs).empty());
+  mine.fraction = {0.9};
+  mine.baseline = {1.1};
+  CHECK_FALSE(measure_again_for_baseline(mine, theirs, rules, 5.0));  // agreeing baselines: the decision stands
+}
+
 TEST_CASE("the tree guard finds a change and puts it back", "[cpu]") {
   gpulab::testing::TempTree t("guard");
   t.write("build/ref.exe", "reference");

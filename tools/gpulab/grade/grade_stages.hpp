@@ -173,6 +173,10 @@ inline constexpr double kBaselineAgreement = 0.67;
 /// "" when the learner side's median baseline is at least kBaselineAgreement of the reference
 /// side's, else why the comparison is not trusted.
 std::string baseline_mismatch(const PerfSamples& learner, const PerfSamples& reference);
+/// Whether a decided learner-against-reference comparison is measured again anyway: its
+/// baselines disagree (a spell of load, not a verdict) while rounds and time are left. With none
+/// left the decision stands, and the mismatch fails the check ("not trusted").
+bool measure_again_for_baseline(const PerfSamples& learner, const PerfSamples& reference, const VerdictRules& rules, double elapsed_s);
 /// The check's lines from the samples and the verdict (yours, the reference's, the baseline's,
 /// the threshold, the peak fraction, the rules the verdict followed).
 void describe_performance(Check& check, const PerfSamples& learner, const PerfSamples& reference, bool graded_is_reference,

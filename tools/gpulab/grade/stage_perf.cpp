@@ -139,10 +139,7 @@ Check measure_case(const GradeInputs& in, const Built& built, const Diagnosis& d
     decided = verdict.decided;
     // A baseline that disagrees between the two sides is a spell of load, not a verdict: measure
     // again while rounds are left (one round of a plant's fast grade met one in CI twice).
-    if (decided && !in.graded_is_reference() && !baseline_mismatch(learner, reference).empty() && static_cast<int>(learner.fraction.size()) < rules.max_rounds &&
-        elapsed < rules.time_cap_s) {
-      decided = false;
-    }
+    if (decided && !in.graded_is_reference() && measure_again_for_baseline(learner, reference, rules, elapsed)) decided = false;
   }
   check.data["metric"] = metric;
   describe_performance(check, learner, reference, in.graded_is_reference(), *spec, verdict, rules, diagnosis.ptxas);
@@ -229,6 +226,10 @@ void describe_performance(Check& check, const PerfSamples& learner, const PerfSa
   d["verdict_note"] = verdict.note;
   check.status = verdict.pass ? Status::kPass : Status::kFail;
   if (!verdict.pass && !spec.hint.empty()) check.hints.push_back(spec.hint);
+}
+
+bool measure_again_for_baseline(const PerfSamples& learner, const PerfSamples& reference, const VerdictRules& rules, double elapsed_s) {
+  return !baseline_mismatch(learner, reference).empty() && static_cast<int>(learner.fraction.size()) < rules.max_rounds && elapsed_s < rules.time_cap_s;
 }
 
 std::string baseline_mismatch(const PerfSamples& learner, const PerfSamples& reference) {
