@@ -78,16 +78,10 @@ struct PaddedA {
   __host__ __device__ static constexpr int moved(int base, int rows, int kk) { return base + rows * kLdA + kk; }
 };
 
-/// The swizzled A tile (the reference's v3 and v4; yours too, if you like). Padding by 8 halves
-/// frees ldmatrix of conflicts but not the copies: a phase of 16-byte stores (8 threads, 128
-/// bytes) writes rows r and r + 1, 4 chunks each, and with 80-byte rows chunk 0 of row r and
-/// chunk 3 of row r + 1 are 128 bytes apart, on the same 4 banks: 2-way. Here rows are 32
-/// halves, two to a 128-byte line, and chunk c
-/// of line L (c = 0–7 across its two rows) sits at place c ^ (L % 8): a store phase fills one
-/// line, its 8 chunks on 8 places; an ldmatrix phase (8 consecutive rows, one column) reads 4
-/// lines at 4 different XORs, 2 chunks each on the two halves of the line, 8 places again. The
-/// layout CUTLASS and the PTX ISA's ldmatrix figures use; A's tile also shrinks by the 20 % that
-/// padding cost. B's 136-half rows are 17 chunks apart, an odd number: conflict-free both ways.
+/// The swizzled A tile (the reference's v3 and v4; yours too, if you like): rows of 32 halves,
+/// two to a 128-byte line, the 16-byte chunk c of line L (c = 0–7 across its two rows) at place
+/// c ^ (L % 8) of the line. (CuTe calls it Swizzle<3,3,3>; TMA's 128-byte swizzle is the same
+/// idea.) Why it beats padding is a question of lesson 04's, TODO(04.9).
 struct SwizzledA {
   __host__ __device__ static constexpr int at(int row, int col) {
     const int line = row / 2, chunk = (row % 2) * (kBK / 8) + col / 8;

@@ -78,16 +78,10 @@ struct PaddedA {
   __host__ __device__ static constexpr int moved(int base, int rows, int kk) { return base + rows * kLdA + kk; }
 };
 
-/// The swizzled A tile (the reference's v3 and v4; yours too, if you like). Padding by 8 halves
-/// frees ldmatrix of conflicts but not the copies: a phase of 16-byte stores (8 threads, 128
-/// bytes) writes rows r and r + 1, 4 chunks each, and with 80-byte rows chunk 0 of row r and
-/// chunk 3 of row r + 1 are 128 bytes apart, on the same 4 banks: 2-way. Here rows are 32
-/// halves, two to a 128-byte line, and chunk c
-/// of line L (c = 0–7 across its two rows) sits at place c ^ (L % 8): a store phase fills one
-/// line, its 8 chunks on 8 places; an ldmatrix phase (8 consecutive rows, one column) reads 4
-/// lines at 4 different XORs, 2 chunks each on the two halves of the line, 8 places again. The
-/// layout CUTLASS and the PTX ISA's ldmatrix figures use; A's tile also shrinks by the 20 % that
-/// padding cost. B's 136-half rows are 17 chunks apart, an odd number: conflict-free both ways.
+/// The swizzled A tile (the reference's v3 and v4; yours too, if you like): rows of 32 halves,
+/// two to a 128-byte line, the 16-byte chunk c of line L (c = 0–7 across its two rows) at place
+/// c ^ (L % 8) of the line. (CuTe calls it Swizzle<3,3,3>; TMA's 128-byte swizzle is the same
+/// idea.) Why it beats padding is a question of lesson 04's, TODO(04.9).
 struct SwizzledA {
   __host__ __device__ static constexpr int at(int row, int col) {
     const int line = row / 2, chunk = (row % 2) * (kBK / 8) + col / 8;
@@ -231,6 +225,15 @@ __global__ void __launch_bounds__(kThreads, 2) hgemm_v2_wmma_shared(Operands o) 
 // ---------------------------------------------------------------------------------------------
 
 // BEGIN SOLUTION(04.9) v3: mma.sync m16n8k16 with ldmatrix from padded shared memory, and the fragment store
+// The reference reads and writes A swizzled. Padding by 8 halves frees ldmatrix of conflicts but
+// not the copies: a phase of 16-byte stores (8 threads, 128 bytes) writes rows r and r + 1, 4
+// chunks each, and with 80-byte rows chunk 0 of row r and chunk 3 of row r + 1 are 128 bytes
+// apart, on the same 4 banks: 2-way. Swizzled, a store phase fills one line, its 8 chunks on 8
+// places; an ldmatrix phase (8 consecutive rows, one column) reads 4 lines at 4 different XORs,
+// 2 chunks each on the two halves of a line: 8 places again. A's tile also shrinks by the 20 %
+// that padding cost. B's 136-half rows are 17 chunks apart, an odd number: conflict-free both
+// ways. Gain expected: shared-memory wavefronts per block k-step 576 → 512 (ldmatrix 384, B's
+// copies 64, A's 128 → 64), about 11 %: a few per cent of v3 and v4 at most, to be measured.
 
 /// The most of one phase's 8 chunks of 16 bytes that share 4 banks (1: conflict-free), over every
 /// phase of the A tile's copies (TileChunks: 8 consecutive threads, 2 rows of 4 chunks) or, with
@@ -251,6 +254,22 @@ constexpr int a_tile_conflict_ways(bool reads) {
 }
 static_assert(a_tile_conflict_ways<PaddedA>(false) == 2 && a_tile_conflict_ways<PaddedA>(true) == 1, "padding: 2-way copies, ldmatrix free");
 static_assert(a_tile_conflict_ways<SwizzledA>(false) == 1 && a_tile_conflict_ways<SwizzledA>(true) == 1, "the swizzle: both conflict-free");
+
+/// Whether L places the tile's kBM × kBK / 8 chunks on as many distinct chunk places in
+/// [0, kBM × kBK): a layout that maps two chunks to one place, or one past the tile, fails.
+template <class L>
+constexpr bool a_tile_is_a_permutation() {
+  bool taken[kBM * kBK / 8] = {};
+  for (int row = 0; row < kBM; ++row) {
+    for (int col = 0; col < kBK; col += 8) {
+      const int place = L::at(row, col);
+      if (place < 0 || place >= kBM * kBK || place % 8 != 0 || taken[place / 8]) return false;
+      taken[place / 8] = true;
+    }
+  }
+  return true;
+}
+static_assert(a_tile_is_a_permutation<SwizzledA>(), "the swizzle puts every chunk of the tile in a place of its own");
 
 /// Whether L::moved agrees with L::at for every thread's copies (TileChunks) and every lane's
 /// ldmatrix rows in mma_warp_step.
