@@ -646,6 +646,15 @@ TEST_CASE("a killed rank and a cut link are reported by rank and node and leave 
     CHECK(run.leftovers.empty());
   }
   {
+    // A run that ends before its fault is judged on its own: the fault is a note, not a problem.
+    std::string error;
+    gpulab::cli::set_mpi_faults({gpulab::cli::parse_fault("kill:1@3", error)});
+    const auto run = gpulab::cli::run_mpi(2, paths.root / "logs-early", {"true"}, o);
+    CHECK(run.process.exited(0));
+    CHECK(run.problems.empty());
+    CHECK(contains(run.notes, "fault not injected: the run ended before 3.0 s"));
+  }
+  {
     gpulab::cli::MpiFault cut;
     cut.kind = gpulab::cli::MpiFault::Kind::kLinkDown;
     cut.target = 1;

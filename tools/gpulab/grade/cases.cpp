@@ -284,6 +284,7 @@ CaseRun run_case(const RunSpec& spec) {
     const MpiRun m = run_mpi(spec.ranks, spec.log_dir / (spec.stem + "-ranks"), command, o);
     run.process = m.process;
     run.problems = m.problems;
+    run.notes = m.notes;
     if (!m.leftovers.empty()) {
       std::string which;  // pids here, HOST:PID on a cluster's other hosts
       for (std::size_t i = 0; i < m.leftovers.size() && i < 4; ++i) which += (i ? ", " : "") + m.leftovers[i];
@@ -536,6 +537,7 @@ Check judge_case(const CaseInfo& c, const CaseRun& run, const LabConfig& lab, co
   } else {
     judge_ended(c, run, context, found, check);
   }
+  check.details.insert(check.details.end(), run.notes.begin(), run.notes.end());
   if (p.timed_out) check.data["hung"] = true;
   if (!found.passed.empty()) check.data["facts"] = found.passed;  // every check that held, with its figures
   if (check.status != Status::kFail) hints.clear();

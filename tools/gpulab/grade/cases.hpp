@@ -41,6 +41,7 @@ struct CaseRun {
   std::vector<nlohmann::json> records;
   std::string skip_reason;            ///< "no NVIDIA driver ..." when the test main skipped [gpu] cases
   std::vector<std::string> problems;  ///< launcher findings: a killed rank, an abort, leftovers, a refused execve
+  std::vector<std::string> notes;     ///< what did not happen and fails nothing ("fault not injected: the run ended …")
   std::string seccomp_note;           ///< why the launcher had no seccomp filter ("" when it had)
 };
 

@@ -18,6 +18,7 @@ struct MpiRun {
   ProcessResult process;                ///< mpirun itself
   std::vector<std::string> rank_output; ///< stdout + stderr of each rank, by rank
   std::vector<std::string> problems;    ///< what the launcher said went wrong, one line each
+  std::vector<std::string> notes;       ///< what did not happen and is no fault of the run ("fault not injected: …")
   std::vector<std::string> leftovers;   ///< processes still running the program afterwards (then killed)
   std::map<int, std::string> rank_hosts; ///< across hosts: where each rank ran (mpirun --display-map); empty on one node
 };
