@@ -104,6 +104,16 @@ TEST_CASE("a submission's values are held to the reference's expected values and
     CHECK(v.problems[0].find("2 of 2 checks do not hold") != std::string::npos);
     CHECK(v.problems[1].find("sum: 1 of 3 elements wrong") != std::string::npos);
   }
+  SECTION("a check that looked at fewer values than the reference's fails, and is not called tampering") {
+    // The learner's chunk_of chose what its process checked (an unfinished one: nothing).
+    const nlohmann::json mine = nlohmann::json::array({output(s.dir / "mine.bin", "sum", "within", "f32", 0, {{"got", ""}}),
+                                                       output(s.dir / "mine.bin", "ids", "bitwise", "i32", 2, {{"got", bytes_of(std::vector<int>{7, 8})}})});
+    const auto v = judge_outputs(mine, reference);
+    REQUIRE(v.problems.size() == 2);
+    CHECK(v.problems[0].find("1 of 2 checks looked at another number of values than the reference's") != std::string::npos);
+    CHECK(v.problems[0].find("tampering") == std::string::npos);
+    CHECK(v.problems[1].find("sum: 0 values, the reference's run 3") != std::string::npos);
+  }
   SECTION("values never sent fail") {
     const auto v = judge_outputs(nlohmann::json::array(), reference);
     REQUIRE(v.problems.size() == 1);

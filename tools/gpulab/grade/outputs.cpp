@@ -122,6 +122,7 @@ OutsideVerdict judge(const nlohmann::json& submission, const nlohmann::json& ref
   const auto mine = by_rank(submission);
   const auto theirs = by_rank(reference);
   std::vector<std::string> wrong;  // checks whose values do not hold: the process's own checks had passed them
+  std::vector<std::string> sized;  // checks that looked at another number of values than the reference's run
   int missing = 0;
   const auto fail = [&](const std::string& why) {
     if (++missing <= 3) verdict.problems.push_back("judged outside the process: " + why);
@@ -154,6 +155,15 @@ OutsideVerdict judge(const nlohmann::json& submission, const nlohmann::json& ref
         continue;
       }
       const std::string type = want.value("type", "");
+      // Another number of values than the reference's run compared: what the check looks at was
+      // chosen by the code under test (a chunk, a partition it computes), so its own check could
+      // pass on less. Wrong, but no sign of tampering.
+      const long got_count = got.value("count", 0L), want_count = want.value("count", 0L);
+      if (got_count != want_count) {
+        ++verdict.compared;
+        sized.push_back(who + what + ": " + std::to_string(got_count) + " values, the reference's run " + std::to_string(want_count));
+        continue;
+      }
       CompareResult r;
       if (want.value("compare", "") == "within") {
         if (!read_part(want, "bound", bound_bytes, why)) {
@@ -177,6 +187,14 @@ OutsideVerdict judge(const nlohmann::json& submission, const nlohmann::json& ref
     if (theirs.count(rank) == 0 && !sent.empty()) fail("rank " + std::to_string(rank) + " sent values the reference's run did not");
   }
   if (missing > 3) verdict.problems.push_back("(and " + std::to_string(missing - 3) + " more)");
+  if (!sized.empty()) {
+    verdict.problems.insert(verdict.problems.begin(),
+                            "judged outside the process, against the reference's run on the same inputs: " + std::to_string(sized.size()) + " of " +
+                                std::to_string(verdict.compared) + " checks looked at another number of values than the reference's: "
+                                "what they check is chosen by your code (a chunk or a partition it computes), so your process's own checks "
+                                "passed on less than they should have");
+    for (std::size_t i = 0; i < sized.size() && i < 2; ++i) verdict.problems.insert(verdict.problems.begin() + 1 + static_cast<long>(i), "  " + sized[i]);
+  }
   if (!wrong.empty()) {
     verdict.problems.insert(verdict.problems.begin(),
                             "judged outside the process, against the reference's run on the same inputs: " + std::to_string(wrong.size()) + " of " +
