@@ -298,6 +298,15 @@ TEST_CASE("hostfiles are read as OpenMPI reads them and a real cluster keeps its
   CHECK(probe == std::vector<std::string>{"ssh", "-F", "/x/ssh_config", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "node07", "true"});
 }
 
+TEST_CASE("a Slurm allocation's tasks are read as OpenMPI counts its slots", "[cpu]") {
+  CHECK(gpulab::cli::slurm_task_count("6", "1(x2)") == 6);       // -n given
+  CHECK(gpulab::cli::slurm_task_count(nullptr, "1(x2)") == 2);   // salloc -N 2: one each
+  CHECK(gpulab::cli::slurm_task_count(nullptr, "4(x2),2") == 10);
+  CHECK(gpulab::cli::slurm_task_count(nullptr, "3") == 3);
+  CHECK(gpulab::cli::slurm_task_count(nullptr, "x") == 0);
+  CHECK(gpulab::cli::slurm_task_count(nullptr, nullptr) == 0);
+}
+
 TEST_CASE("inside a Slurm allocation a local grade keeps mpirun off Slurm and the slurm launcher leaves it on", "[cpu]") {
   const char* job = std::getenv("SLURM_JOB_ID");
   const std::string saved = job != nullptr ? job : "";
@@ -477,6 +486,7 @@ TEST_CASE("a two-node cluster reached over ssh runs ranks on both nodes with the
   CHECK(gpulab::cli::cluster_command(paths, "down", p) == 0);
   CHECK(gpulab::cli::discover_cluster("gplssh").empty());
   CHECK_FALSE(fs::exists(ssh_dir));
+  CHECK_FALSE(fs::exists(gpulab::cli::cluster_agent_path(paths)));  // nothing of what up wrote
   CHECK(gpulab::cli::processes_running(ssh_dir.string()).empty());
 }
 
@@ -555,7 +565,7 @@ TEST_CASE("lab 07's reference graded inside a Slurm allocation across three node
   INFO(cut.output);
   CHECK(cut.exited(2));
   CHECK(cut.output.find("a real cluster's links are not the grader's to cut") != std::string::npos);
-  const auto small = gpulab::cli::run_process({"salloc", "-N", "2", "-n", "2", cli, "grade", "07", "--solutions", "--ranks", "4", "--case",
+  const auto small = gpulab::cli::run_process({"salloc", "-N", "2", cli, "grade", "07", "--solutions", "--ranks", "4", "--case",
                                                "ring_allreduce is exact on integers and identical on every rank"}, o);
   INFO(small.output);
   CHECK(small.exited(2));

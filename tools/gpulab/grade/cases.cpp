@@ -111,8 +111,14 @@ std::vector<nlohmann::json> frames_in(const std::string& stream, const std::stri
     unsigned long long sum = 0;
     int used = 0;
     const std::size_t head = at + sizeof kFrameMarker - 1;
-    if (std::sscanf(stream.c_str() + head, "%zu %16llx %n", &length, &sum, &used) != 2 || used == 0 || head + used + length > stream.size()) {
+    if (std::sscanf(stream.c_str() + head, "%zu %16llx %n", &length, &sum, &used) != 2 || used == 0) {
       problems.push_back("a damaged frame of records from " + who + ": something in the code under test printed over gpulab-launch's report");
+      continue;
+    }
+    if (head + used + length > stream.size()) {
+      // The stream ends inside it: mpirun stopped the job (a rank killed, the time limit) while
+      // the report was on its way.
+      problems.push_back("the report of " + who + " was cut off: the job was stopped while it was being sent");
       continue;
     }
     const std::string body = stream.substr(head + static_cast<std::size_t>(used), length);

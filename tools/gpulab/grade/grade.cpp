@@ -185,8 +185,7 @@ std::string slurm_setup(const Paths& paths, const GradeOptions& options, const L
     return "not inside a Slurm allocation (no SLURM_JOB_ID): salloc -N 2 --ntasks-per-node=4 first, then ./gpulab grade " + lab.number +
            " --launcher slurm in the shell it gives";
   }
-  const char* tasks_env = std::getenv("SLURM_NTASKS");
-  const int tasks = tasks_env != nullptr ? std::atoi(tasks_env) : 0;
+  const int tasks = slurm_task_count(std::getenv("SLURM_NTASKS"), std::getenv("SLURM_TASKS_PER_NODE"));
   const std::vector<int> widths = options.ranks.empty() ? lab.mpi_ranks : options.ranks;
   const int widest = widths.empty() ? 1 : *std::max_element(widths.begin(), widths.end());
   if (tasks > 0 && tasks < widest) {

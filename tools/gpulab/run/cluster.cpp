@@ -307,6 +307,21 @@ std::string hostfile_problem(const std::vector<HostfileHost>& hosts, const fs::p
   return "";
 }
 
+int slurm_task_count(const char* ntasks, const char* per_node) {
+  if (ntasks != nullptr && std::atoi(ntasks) > 0) return std::atoi(ntasks);
+  if (per_node == nullptr) return 0;
+  static const std::regex item(R"(^(\d+)(\(x(\d+)\))?$)");
+  long total = 0;
+  std::istringstream items(per_node);
+  for (std::string one; std::getline(items, one, ',');) {
+    std::smatch m;
+    if (!std::regex_match(one, m, item)) return 0;
+    total += std::stol(m[1]) * (m[3].matched ? std::stol(m[3]) : 1);
+    if (total > 1000000) return 0;
+  }
+  return static_cast<int>(total);
+}
+
 std::vector<std::string> hostfile_mpirun_args(const fs::path& hostfile) { return {"--hostfile", hostfile.string(), "--map-by", "node"}; }
 
 ClusterPlan saved_cluster(const Paths& paths) {
@@ -532,8 +547,11 @@ int cluster_command(const Paths& paths, const std::string& action, const Cluster
     stop_slurm(cluster_dir(paths) / "slurm");         // the controller and munge run outside the nodes
     const std::string left = take_down(plan.prefix);  // the sshds and slurmds too: they are processes in the namespaces
     fs::remove(cluster_dir(paths) / "plan.json");
+    fs::remove(cluster_agent_path(paths));
     fs::remove_all(cluster_dir(paths) / "ssh");
     fs::remove_all(cluster_dir(paths) / "slurm");
+    std::error_code ec;
+    fs::remove(cluster_dir(paths), ec);  // the folder too, when nothing else is in it
     if (!left.empty()) {
       std::cout << "gpulab cluster down: " << left << "\n";
       return 1;
@@ -598,12 +616,15 @@ int cluster_command(const Paths& paths, const std::string& action, const Cluster
   if (plan.with == "slurm") {
     const fs::path conf = cluster_dir(paths) / "slurm" / "slurm.conf";
     std::cout << "  Slurm: slurmctld at " << plan.subnet << ".1, a slurmd in each node, partition " << plan.prefix << "; with SLURM_CONF=" << conf.string()
-              << ": sinfo, or salloc -N " << plan.nodes << " ./gpulab grade 07 --launcher slurm\n";
+              << ": sinfo; grade: SLURM_CONF=" << conf.string() << " salloc -N " << plan.nodes << " -n " << plan.nodes << " ./gpulab grade 07 --ranks "
+              << plan.nodes << " (add --solutions for the reference)\n";
   }
   if (plan.with == "ssh") {
     const fs::path ssh_dir = cluster_dir(paths) / "ssh";
     std::cout << "  an sshd in each node; reach one: ssh -F " << (ssh_dir / "ssh_config").string() << " " << plan.node(0)
               << "; hostfile: " << (ssh_dir / "hostfile").string() << "\n";
+    std::cout << "  grade over ssh as on a cluster: OMPI_MCA_plm_rsh_args=\"-F " << (ssh_dir / "ssh_config").string() << "\" ./gpulab grade 07 --hostfile "
+              << (ssh_dir / "hostfile").string() << "\n";
   }
   std::cout << "  grade a distributed lab across it: ./gpulab grade 07 --nodes " << plan.nodes << "; remove it: ./gpulab cluster down\n";
   return 0;

@@ -115,6 +115,11 @@ struct HostfileHost {
 /// keys such as max_slots are left to mpirun); empty with @p error set when none or malformed.
 std::vector<HostfileHost> parse_hostfile(const std::string& text, std::string& error);
 
+/// The tasks of a Slurm allocation, as OpenMPI counts its slots there: SLURM_NTASKS (@p ntasks)
+/// when salloc was given -n, else the sum of SLURM_TASKS_PER_NODE (@p per_node, "2(x3),1": 2 on
+/// each of 3 nodes, then 1). 0 when neither says (nullptr or unreadable).
+int slurm_task_count(const char* ntasks, const char* per_node);
+
 /// The ssh command gpulab probes each host with: `ssh`, the words of OMPI_MCA_plm_rsh_args (what
 /// mpirun's own launcher will pass), BatchMode and a 5 s connect timeout (never a prompt, never a hang).
 std::vector<std::string> probe_ssh_argv(const std::string& host, const std::string& remote_command);
