@@ -809,6 +809,7 @@ TEST_CASE("allocator: gpulab::nn training through it gives the same weights and 
   } catch (const std::exception& e) {
     diff = std::string("threw: ") + e.what();
   }
+  if (diff.empty() && adapter.trace.empty()) diff = "the training step made no allocation through your allocator: nothing to replay";
   check_fact(diff.empty() && same(a.stats(), m.stats), "the training trace (" + std::to_string(adapter.trace.size()) + " operations) replayed against the rule model",
              diff.empty() ? "every address equal; fragmentation 1 − allocated/reserved at the end: yours " + num(a.stats().fragmentation()) + ", the rules' " + num(m.stats.fragmentation()) : diff,
              kRulesHint);

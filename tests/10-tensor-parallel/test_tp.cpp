@@ -384,7 +384,7 @@ TEST_CASE("all_reduce and gather_rows and reduce_scatter_rows sum and place rows
       threw = true;
     }
   }
-  check_fact(threw, where("reduce_scatter_rows of rows that do not split throws std::invalid_argument", t), threw ? "threw" : "did not throw");
+  if (t > 1) check_fact(threw, where("reduce_scatter_rows of rows that do not split throws std::invalid_argument", t), threw ? "threw" : "did not throw");
   (void)all_ranks(true);
 }
 
@@ -645,7 +645,7 @@ TEST_CASE("the vocabulary-parallel embedding equals nn::Embedding bit for bit", 
       threw = true;
     }
   }
-  check_fact(threw, where("a vocabulary that does not split throws std::invalid_argument", t), threw ? "threw" : "did not throw");
+  if (t > 1) check_fact(threw, where("a vocabulary that does not split throws std::invalid_argument", t), threw ? "threw" : "did not throw");
   (void)all_ranks(true);
 }
 

@@ -550,7 +550,8 @@ TEST_CASE("paged cache: the pool's size and a block size that does not divide th
   lab12::PagedCache cache(c, m);
   check_fact(cache.block_floats() == c.layers * 2 * c.width * 8, "floats per block",
              "got " + str(cache.block_floats()) + ", want " + str(c.layers * 2 * c.width * 8) + " (2 layers · K and V · 64 floats · 8 positions)");
-  check_fact(cache.pool().size() == 10 * cache.block_floats(), "the pool holds every block, allocated once", "pool of " + str(cache.pool().size()) + " floats");
+  check_fact(cache.pool().size() == 10 * c.layers * 2 * c.width * 8, "the pool holds every block, allocated once",
+             "pool of " + str(cache.pool().size()) + " floats, want " + str(10 * c.layers * 2 * c.width * 8));
   lab12::BlockManager odd(10, 6);
   const std::string e = error_of([&] { lab12::PagedCache bad(c, odd); });
   check_fact(!e.empty(), "a block size that does not divide the context is refused", e.empty() ? "no exception for blocks of 6 positions and a context of 64" : e);
@@ -612,6 +613,10 @@ TEST_CASE("paged attention equals the trusted store bit for bit at awkward lengt
       }
     }
   }
+  // The layout and the reads are checked only where attention was right (a stub's empty rows
+  // leave them unchecked, never passed).
+  if (!bad.empty() && layout.empty()) layout = "not checked: paged attention already differs from the trusted store";
+  if (!bad.empty() && reads.empty()) reads = "not checked: paged attention already differs from the trusted store";
   send_bitwise("paged attention equals the trusted store", compared.got, compared.want);
   check_fact(bad.empty(), "paged attention equals the trusted store", bad.empty() ? str(rows_checked) + " rows at B = 1, 4, 16, 64, bit for bit" : bad,
              "position j of a sequence is in block table[j / B] at slot j % B; hand nn::attend the rows of positions 0 … position in order, per head");
@@ -657,8 +662,14 @@ TEST_CASE("prefix sharing and copy on write change no output", "[cpu][12.2][12.3
     if (bad.empty()) bad = first_mismatch(model, {{0, p, static_cast<int>(p % 3)}}, cache, trusted, compared);
   }
   check_fact(copies == 1, "the forked request copied its shared partial block once", "copies on write seen: " + str(copies));
-  std::string layout;
-  for (std::size_t q = 0; q < 3 && layout.empty(); ++q) layout = layout_mismatch(cache, m, trusted, c, q, m.length(q));
+  // Every sequence is the prompt and 9 decoded positions long: the layout is read over the
+  // positions the test wrote, not over the length the code under test reports.
+  std::string layout = bad.empty() ? "" : "not checked: the logits already differ";
+  const std::size_t written = prompt.size() + 9;
+  for (std::size_t q = 0; q < 3 && layout.empty(); ++q) {
+    if (m.length(q) != written) layout = "sequence " + str(q) + " has length " + str(m.length(q)) + ", want " + str(written);
+    if (layout.empty()) layout = layout_mismatch(cache, m, trusted, c, q, written);
+  }
   check_fact(layout.empty(), "shared and copied blocks hold every sequence's keys and values where the layout says",
              layout.empty() ? "three sequences, every position" : layout, "a copy on write copies every layer's K and V of the slots before the offset, in the pool");
   send_bitwise("shared and forked sequences each give their own logits", compared.got, compared.want);
@@ -851,7 +862,8 @@ TEST_CASE("serving a batch of mixed lengths together gives every request the tok
     most = std::max(most, n);
     preemptions += s.preempted.size();
   }
-  check_fact(budget.empty() && !engine.busy(), "the engine finished within the budget", budget.empty() ? str(steps) + " steps" : budget);
+  check_fact(budget.empty() && steps > 0 && !engine.busy(), "the engine finished within the budget",
+             budget.empty() ? str(steps) + " steps" + (steps == 0 ? ": it never ran (busy() was false with 8 requests submitted)" : "") : budget);
   std::string bad;
   std::vector<int> served, alone_all;
   for (const lab12::Request& r : requests) {

