@@ -575,17 +575,20 @@ constexpr int kQueriesPerBlock = 16, kAttentionThreads = 128;
 // BEGIN SOLUTION(05.5) Attention forward: K and V tiles in shared memory, online softmax, O written once
 /// Each of the 4 warps owns 4 of the block's 16 queries. Per tile of kKeysPerTile keys (64 at
 /// dim 64, 32 at dim 128, so that a tile fits in Turing's 64 KB), lane j scores keys j, j + 32, …
-/// against each of its warp's queries (K's tile padded by one float per row, so that 32 lanes
-/// reading 32 rows at one column hit 32 banks), the warp takes the tile's max, rescales its
-/// running sum and output by exp(old max − new max), and adds p·V with p broadcast by shuffles;
-/// each lane owns dim / 32 columns of each output row.
+/// against all of its warp's queries at once, so that each K and V value read from shared memory
+/// serves 4 queries. K's rows are padded by 4 floats: a row stays 16-byte aligned for float4
+/// reads, and the 8 lanes of a float4 read's quarter-warp read 8 consecutive rows, each 4 banks
+/// on from the last, so they cover the 32 banks once. The warp takes the tile's max per query,
+/// rescales its running sum and output by exp(old max − new max), and adds p·V with p broadcast
+/// by shuffles; each lane owns dim / 32 columns of each output row.
 template <int kDim, int kKeysPerTile>
 __global__ void __launch_bounds__(kAttentionThreads) attention_forward_kernel(const float* Q, const float* K, const float* V, float* O, float* lse,
                                                                                int seq, bool causal) {
   extern __shared__ float smem[];
   float* Qs = smem;                                // [16][kDim]
-  float* Ks = Qs + kQueriesPerBlock * kDim;        // [kKeysPerTile][kDim + 1]
-  float* Vs = Ks + kKeysPerTile * (kDim + 1);      // [kKeysPerTile][kDim]
+  constexpr int kKStride = kDim + 4;
+  float* Ks = Qs + kQueriesPerBlock * kDim;        // [kKeysPerTile][kKStride]
+  float* Vs = Ks + kKeysPerTile * kKStride;        // [kKeysPerTile][kDim]
   constexpr int kScores = kKeysPerTile / 32;       // per lane and query
   const int head = static_cast<int>(blockIdx.y), q0 = static_cast<int>(blockIdx.x) * kQueriesPerBlock;
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
@@ -612,45 +615,75 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_forward_kernel(co
     for (int i = static_cast<int>(threadIdx.x); i < kKeysPerTile * kDim; i += kAttentionThreads) {
       const int key = k0 + i / kDim, d = i % kDim;
       const bool in = key < seq;
-      Ks[(i / kDim) * (kDim + 1) + d] = in ? K[head_base + static_cast<std::size_t>(key) * kDim + d] : 0.0f;
+      Ks[(i / kDim) * kKStride + d] = in ? K[head_base + static_cast<std::size_t>(key) * kDim + d] : 0.0f;
       Vs[i] = in ? V[head_base + static_cast<std::size_t>(key) * kDim + d] : 0.0f;
     }
     __syncthreads();
+    // The warp's kRows queries together: each K and V value a lane reads from shared memory serves
+    // all of them (kRows FMAs a load, not one), and each float4 of Q, a broadcast, serves every key
+    // the lane scores.
+    float p[kRows][kScores];  // the scores, then the probabilities
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const int qi = warp * kRows + r, q = q0 + qi;
-      float s[kScores];
+#pragma unroll
+      for (int h = 0; h < kScores; ++h) p[r][h] = 0.0f;
+    }
+#pragma unroll 4
+    for (int d = 0; d < kDim; d += 4) {
+      float4 qv[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) qv[r] = *reinterpret_cast<const float4*>(Qs + (warp * kRows + r) * kDim + d);
+#pragma unroll
+      for (int h = 0; h < kScores; ++h) {
+        const float4 kv = *reinterpret_cast<const float4*>(Ks + (lane + 32 * h) * kKStride + d);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) p[r][h] = fmaf(qv[r].w, kv.w, fmaf(qv[r].z, kv.z, fmaf(qv[r].y, kv.y, fmaf(qv[r].x, kv.x, p[r][h]))));
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < kScores; ++h) {
+      const int key = k0 + lane + 32 * h;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int q = q0 + warp * kRows + r;
+        if (!(key < seq && (!causal || key <= q))) p[r][h] = -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
       float tile_max = -INFINITY;
 #pragma unroll
-      for (int h = 0; h < kScores; ++h) {
-        const int kj = lane + 32 * h, key = k0 + kj;
-        float dot = 0.0f;
-        for (int d = 0; d < kDim; ++d) dot += Qs[qi * kDim + d] * Ks[kj * (kDim + 1) + d];
-        s[h] = key < seq && (!causal || key <= q) ? dot : -INFINITY;
-        tile_max = fmaxf(tile_max, s[h]);
-      }
+      for (int h = 0; h < kScores; ++h) tile_max = fmaxf(tile_max, p[r][h]);
       const float new_m = fmaxf(m[r], warp_max(tile_max));
-      if (new_m == -INFINITY) continue;  // nothing visible yet (a query past seq, or above the diagonal)
-      const float rescale = expf(m[r] - new_m);  // exp(−∞) = 0 on the first visible tile
-      float p[kScores], p_sum = 0.0f;
+      // Every score so far −∞ (key 0 is visible to every query, so only −∞ or NaN scores do
+      // this): p = 0 and m, l and o stay as they are, where exp(−∞ − (−∞)) would be NaN.
+      const bool seen = new_m != -INFINITY;
+      const float rescale = seen ? expf(m[r] - new_m) : 1.0f;  // exp(−∞) = 0 on the first visible tile
+      float p_sum = 0.0f;
 #pragma unroll
       for (int h = 0; h < kScores; ++h) {
-        p[h] = expf(s[h] - new_m);
-        p_sum += p[h];
+        p[r][h] = seen ? expf(p[r][h] - new_m) : 0.0f;
+        p_sum += p[r][h];
       }
       l[r] = l[r] * rescale + warp_sum(p_sum);
-      m[r] = new_m;
+      m[r] = seen ? new_m : m[r];
 #pragma unroll
       for (int j = 0; j < kCols; ++j) o[r][j] *= rescale;
-      // Key kj = 32·h + src: its p lives in lane src's p[h] (h a constant once unrolled).
+    }
+    // Key kj = 32·h + src: its p lives in lane src's p[r][h] (h a constant once unrolled).
 #pragma unroll
-      for (int h = 0; h < kScores; ++h) {
+    for (int h = 0; h < kScores; ++h) {
 #pragma unroll 8
-        for (int src = 0; src < 32; ++src) {
-          const float pk = __shfl_sync(0xffffffffu, p[h], src);
-          const float* vrow = Vs + (32 * h + src) * kDim + lane;
+      for (int src = 0; src < 32; ++src) {
+        float pk[kRows];
 #pragma unroll
-          for (int j = 0; j < kCols; ++j) o[r][j] += pk * vrow[32 * j];
+        for (int r = 0; r < kRows; ++r) pk[r] = __shfl_sync(0xffffffffu, p[r][h], src);
+        const float* vrow = Vs + (32 * h + src) * kDim + lane;
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) {
+          const float v = vrow[32 * j];
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) o[r][j] += pk[r] * v;
         }
       }
     }
@@ -666,12 +699,12 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_forward_kernel(co
   }
 }
 
-/// dim 64: 64-key tiles (37 120 B of shared memory); dim 128: 32-key tiles (41 088 B; 64-key ones,
-/// 73 984 B, would not fit in Turing's 64 KB).
+/// dim 64: 64-key tiles (37 888 B of shared memory); dim 128: 32-key tiles (41 472 B; 64-key ones,
+/// 74 752 B, would not fit in Turing's 64 KB).
 template <int kDim>
 void attention_launch(const float* Q, const float* K, const float* V, float* O, float* lse, int heads, int seq, bool causal, cudaStream_t stream) {
   constexpr int kTile = kDim == 64 ? 64 : 32;
-  const std::size_t bytes = (kQueriesPerBlock * kDim + kTile * (kDim + 1) + kTile * kDim) * sizeof(float);
+  const std::size_t bytes = (kQueriesPerBlock * kDim + kTile * (kDim + 4) + kTile * kDim) * sizeof(float);
   allow_dynamic_shared(reinterpret_cast<const void*>(attention_forward_kernel<kDim, kTile>), static_cast<int>(bytes));
   const dim3 grid(static_cast<unsigned>((seq + kQueriesPerBlock - 1) / kQueriesPerBlock), static_cast<unsigned>(heads));
   attention_forward_kernel<kDim, kTile><<<grid, kAttentionThreads, bytes, stream>>>(Q, K, V, O, lse, seq, causal);
