@@ -483,6 +483,37 @@ int perf_side() {
   return n;
 }
 
+/// Row @p r of a row-major device matrix with @p cols columns.
+std::vector<float> device_row(const float* base, std::size_t r, int cols) {
+  std::vector<float> row(static_cast<std::size_t>(cols));
+  CUDA_CHECK(cudaMemcpy(row.data(), base + r * cols, row.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return row;
+}
+
+/// The rows a speed case spot-checks: the first, one in the middle, the last.
+std::vector<std::size_t> spot_rows(std::size_t rows) { return {0, rows / 2, rows - 1}; }
+
+/// A speed case's spot check: the output of one untimed call, on a few rows, against fp64 (its
+/// correctness case holds the precision: here each value may be off by its correctness bound where
+/// the test has one, and by 10⁻³·(|want| + scale) besides). Only a kernel that computes its
+/// function gets a speed: an empty one would be the fastest of all.
+struct Spot {
+  double worst = 0;  ///< the worst |got − want| / allowed
+  bool finite = true;
+  void add(double got, double want, double scale, double bound = 0) {
+    finite = finite && std::isfinite(got);
+    worst = std::max(worst, std::fabs(got - want) / (bound + 1e-3 * (std::fabs(want) + scale)));
+  }
+  bool holds(const std::string& what) const {
+    const bool ok = finite && worst <= 1;
+    char detail[160];
+    std::snprintf(detail, sizeof detail, "worst error %.3g of what is allowed%s", worst, finite ? "" : "; NaN or inf in the output");
+    check_fact(ok, what + ": the timed kernel's output is right on spot rows", detail,
+               "no speed without the right values: see this TODO's correctness case");
+    return ok;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("softmax fused speed", "[gpu][perf][05.2]") {
@@ -495,11 +526,22 @@ TEST_CASE("softmax fused speed", "[gpu][perf][05.2]") {
     std::printf("gpulab-profile: min_bytes %.0f\n", 2.0 * sizeof(float) * static_cast<double>(count));
     return;
   }
+  y.fill(kNaN);
+  lab05::softmax(Softmax::kFused, x.data(), y.data(), n, n, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  Spot spot;
+  for (const std::size_t r : spot_rows(static_cast<std::size_t>(n))) {
+    const std::vector<float> xr = device_row(x.data(), r, n), yr = device_row(y.data(), r, n);
+    std::vector<double> want, bound;
+    reference_softmax(xr, 1, n, want, bound);
+    for (int c = 0; c < n; ++c) spot.add(yr[c], want[c], 1.0 / n, bound[c]);
+  }
+  if (!spot.holds("softmax fused " + shape(n, n))) return;
   const double copy = gpulab::measure_d2d_memcpy_gbs(count * sizeof(float));
-  const Cost fused_cost = lab05::softmax_cost(n, n, true);
+  const double min_bytes = 2.0 * sizeof(float) * static_cast<double>(count);  // x read once, y written once (the test's count, not 05.1's)
   const gpulab::BenchResult fused = gpulab::bench([&](cudaStream_t s) { lab05::softmax(Softmax::kFused, x.data(), y.data(), n, n, s); });
   const gpulab::BenchResult chain = gpulab::bench([&](cudaStream_t s) { lab05::softmax(Softmax::kUnfused, x.data(), y.data(), n, n, s); });
-  const double gbs = (fused_cost.bytes_read + fused_cost.bytes_written) / (fused.median_ms * 1e6), speedup = chain.median_ms / fused.median_ms;
+  const double gbs = min_bytes / (fused.median_ms * 1e6), speedup = chain.median_ms / fused.median_ms;
   char detail[200];
   std::snprintf(detail, sizeof detail, "%dx%d: fused %.3f ms (%.0f GB/s of the minimum bytes), the three-kernel chain %.3f ms: %.2fx", n, n, fused.median_ms,
                 gbs, chain.median_ms, speedup);
@@ -521,11 +563,33 @@ TEST_CASE("layernorm forward speed", "[gpu][perf][05.3]") {
     std::printf("gpulab-profile: min_bytes %.0f\n", sizeof(float) * (2.0 * static_cast<double>(count) + 2.0 * cols + 2.0 * rows));
     return;
   }
+  y.fill(kNaN);
+  mean.fill(kNaN);
+  rstd.fill(kNaN);
+  lab05::layernorm_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, cols, 1e-5f, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  {
+    const std::vector<float> g = gamma.download(), b = beta.download(), mu = mean.download(), rs = rstd.download();
+    Spot spot;
+    for (const std::size_t r : spot_rows(static_cast<std::size_t>(rows))) {
+      const std::vector<float> xr = device_row(x.data(), r, cols), yr = device_row(y.data(), r, cols);
+      double sum = 0, ss = 0;
+      for (const float v : xr) sum += v;
+      const double m = sum / cols;
+      for (const float v : xr) ss += (v - m) * (v - m);
+      const double inv = 1.0 / std::sqrt(ss / cols + 1e-5);
+      spot.add(mu[r], m, 1.0);
+      spot.add(rs[r], inv, 1.0);
+      for (int c = 0; c < cols; ++c) spot.add(yr[c], (xr[c] - m) * inv * g[c] + b[c], 1.0);
+    }
+    if (!spot.holds("layernorm forward " + shape(rows, cols))) return;
+  }
   const double copy = gpulab::measure_d2d_memcpy_gbs(count * sizeof(float));
-  const Cost c = lab05::layernorm_forward_cost(rows, cols);
+  // x, γ, β read; y, mean, rstd written (the test's count, not 05.1's)
+  const double min_bytes = sizeof(float) * (2.0 * static_cast<double>(count) + 2.0 * cols + 2.0 * rows);
   const gpulab::BenchResult r = gpulab::bench(
       [&](cudaStream_t s) { lab05::layernorm_forward(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, cols, 1e-5f, s); });
-  gpulab::testing::record_performance("layernorm_forward", (c.bytes_read + c.bytes_written) / (r.median_ms * 1e6), "GB/s", copy,
+  gpulab::testing::record_performance("layernorm_forward", min_bytes / (r.median_ms * 1e6), "GB/s", copy,
                                       "D2D cudaMemcpy", {{"timing", r.describe()}, {"gpu_state", gpulab::testing::gpu_state_fields(r)}});
 }
 
@@ -533,14 +597,54 @@ TEST_CASE("layernorm backward speed", "[gpu][perf][05.4]") {
   const int rows = perf_side(), cols = 8192;
   const std::size_t count = static_cast<std::size_t>(rows) * cols;
   Rng rng = Rng::for_test("layernorm backward perf");
-  DeviceBuffer<float> dy(rng.uniform_vector(count, -1.0f, 1.0f)), x(rng.uniform_vector(count, -1.0f, 1.0f)), gamma(rng.uniform_vector(cols, 0.5f, 1.5f)),
-      mean(std::vector<float>(rows, 0.0f)), rstd(std::vector<float>(rows, 1.7f)), dx(count), dgamma(cols), dbeta(cols);
+  const std::vector<float> dy_host = rng.uniform_vector(count, -1.0f, 1.0f), x_host = rng.uniform_vector(count, -1.0f, 1.0f),
+                           gamma_host = rng.uniform_vector(cols, 0.5f, 1.5f);
+  // Every row's mean 0 and rstd 1.7: x̂ = 1.7·x (the speed does not depend on them).
+  DeviceBuffer<float> dy(dy_host), x(x_host), gamma(gamma_host), mean(std::vector<float>(rows, 0.0f)), rstd(std::vector<float>(rows, 1.7f)), dx(count),
+      dgamma(cols), dbeta(cols);
+  dx.fill(kNaN);
+  dgamma.fill(kNaN);
+  dbeta.fill(kNaN);
+  lab05::layernorm_backward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(), dgamma.data(), dbeta.data(), rows, cols, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  {
+    Spot spot;
+    const double rs = static_cast<double>(1.7f);
+    for (const std::size_t r : spot_rows(static_cast<std::size_t>(rows))) {
+      const std::vector<float> got = device_row(dx.data(), r, cols);
+      double sum_g = 0, sum_gx = 0;
+      for (int c = 0; c < cols; ++c) {
+        const double g = static_cast<double>(dy_host[r * cols + c]) * gamma_host[c];
+        sum_g += g;
+        sum_gx += g * x_host[r * cols + c] * rs;
+      }
+      for (int c = 0; c < cols; ++c) {
+        const double g = static_cast<double>(dy_host[r * cols + c]) * gamma_host[c], xhat = x_host[r * cols + c] * rs;
+        spot.add(got[c], rs * (g - sum_g / cols - xhat * sum_gx / cols), 1.0);
+      }
+    }
+    const std::vector<float> got_g = dgamma.download(), got_b = dbeta.download();
+    for (const std::size_t c : spot_rows(static_cast<std::size_t>(cols))) {  // columns, here: each a sum over every row
+      double want_g = 0, want_b = 0, size_g = 0, size_b = 0;
+      for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
+        want_g += static_cast<double>(dy_host[r * cols + c]) * x_host[r * cols + c] * rs;
+        want_b += dy_host[r * cols + c];
+        size_g += std::fabs(static_cast<double>(dy_host[r * cols + c]) * x_host[r * cols + c] * rs);
+        size_b += std::fabs(static_cast<double>(dy_host[r * cols + c]));
+      }
+      // Sums over every row: the correctness case's bound, 2·(rows + 16)·u·Σ|terms|.
+      spot.add(got_g[c], want_g, 1.0, 2 * (rows + 16.0) * kU * size_g);
+      spot.add(got_b[c], want_b, 1.0, 2 * (rows + 16.0) * kU * size_b);
+    }
+    if (!spot.holds("layernorm backward " + shape(rows, cols))) return;
+  }
   const double copy = gpulab::measure_d2d_memcpy_gbs(count * sizeof(float));
-  const Cost c = lab05::layernorm_backward_cost(rows, cols);
+  // dy, x, γ, mean, rstd read; dx, dγ, dβ written (the test's count, not 05.1's)
+  const double min_bytes = sizeof(float) * (3.0 * static_cast<double>(count) + 3.0 * cols + 2.0 * rows);
   const gpulab::BenchResult r = gpulab::bench([&](cudaStream_t s) {
     lab05::layernorm_backward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), dx.data(), dgamma.data(), dbeta.data(), rows, cols, s);
   });
-  gpulab::testing::record_performance("layernorm_backward", (c.bytes_read + c.bytes_written) / (r.median_ms * 1e6), "GB/s", copy,
+  gpulab::testing::record_performance("layernorm_backward", min_bytes / (r.median_ms * 1e6), "GB/s", copy,
                                       "D2D cudaMemcpy", {{"timing", r.describe()}, {"gpu_state", gpulab::testing::gpu_state_fields(r)}});
 }
 
@@ -565,11 +669,43 @@ TEST_CASE("attention forward fused speed", "[gpu][perf][05.5][stretch]") {
                                            p.data(), seq, static_cast<long long>(seq) * seq, &zero, o.data(), dim, static_cast<long long>(seq) * dim,
                                            heads));
   };
+  o.fill(kNaN);
+  lse.fill(kNaN);
+  lab05::attention_forward(q.data(), k.data(), v.data(), o.data(), lse.data(), heads, seq, dim, false, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  {
+    // A few queries of the first and last heads, each against fp64 over all of its keys.
+    const std::vector<float> qh = q.download(), kh = k.download(), vh = v.download(), oh = o.download(), lh = lse.download();
+    Spot spot;
+    for (const int h : {0, heads - 1}) {
+      for (const std::size_t i : spot_rows(static_cast<std::size_t>(seq))) {
+        const std::size_t base = static_cast<std::size_t>(h) * seq * dim;
+        std::vector<double> score(static_cast<std::size_t>(seq)), out(static_cast<std::size_t>(dim), 0.0);
+        double m = -INFINITY, sum = 0;
+        for (int j = 0; j < seq; ++j) {
+          double dot = 0;
+          for (int d = 0; d < dim; ++d) dot += static_cast<double>(qh[base + i * dim + d]) * kh[base + static_cast<std::size_t>(j) * dim + d];
+          score[j] = dot / std::sqrt(static_cast<double>(dim));
+          m = std::max(m, score[j]);
+        }
+        for (int j = 0; j < seq; ++j) sum += std::exp(score[j] - m);
+        for (int j = 0; j < seq; ++j) {
+          for (int d = 0; d < dim; ++d) out[d] += std::exp(score[j] - m) / sum * vh[base + static_cast<std::size_t>(j) * dim + d];
+        }
+        for (int d = 0; d < dim; ++d) spot.add(oh[base + i * dim + d], out[d], 1.0);
+        spot.add(lh[static_cast<std::size_t>(h) * seq + i], m + std::log(sum), 1.0);
+      }
+    }
+    if (!spot.holds("attention forward " + std::to_string(heads) + " heads x " + std::to_string(seq) + " x " + std::to_string(dim))) {
+      cublasDestroy(handle);
+      return;
+    }
+  }
   const gpulab::BenchResult chain = gpulab::bench(unfused);
   const gpulab::BenchResult fused =
       gpulab::bench([&](cudaStream_t st) { lab05::attention_forward(q.data(), k.data(), v.data(), o.data(), lse.data(), heads, seq, dim, false, st); });
   cublasDestroy(handle);
-  const double flops = lab05::attention_cost(heads, seq, dim, false, false).flops;
+  const double flops = 4.0 * heads * dim * static_cast<double>(seq) * seq;  // Q·Kᵀ and P·V (the test's count, not 05.1's)
   char detail[200];
   std::snprintf(detail, sizeof detail, "%d heads x %d x %d: fused %.3f ms, cuBLAS + softmax + cuBLAS %.3f ms: %.2fx", heads, seq, dim, fused.median_ms,
                 chain.median_ms, chain.median_ms / fused.median_ms);
