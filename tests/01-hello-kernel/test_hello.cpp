@@ -234,6 +234,18 @@ TEST_CASE("vector_add with n = 0 touches nothing", "[gpu][01.4]") {
   lab01::vector_add(a.data(), b.data(), c.data(), 0);
   CUDA_CHECK(cudaDeviceSynchronize());
   check_guards(c, "c (n = 0)");
+  // Touching nothing is only worth a line beside doing something: n = 0 into a buffer that holds
+  // values must leave them, and the same launcher with n = 4 must then add.
+  DeviceBuffer<float> a4(std::vector<float>{1, 2, 3, 4}), b4(std::vector<float>{10, 20, 30, 40}), c4(std::vector<float>{-1, -2, -3, -4});
+  lab01::vector_add(a4.data(), b4.data(), c4.data(), 0);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> untouched = c4.download();
+  lab01::vector_add(a4.data(), b4.data(), c4.data(), 4);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> added = c4.download();
+  check_fact(untouched == std::vector<float>{-1, -2, -3, -4} && added == std::vector<float>{11, 22, 33, 44}, "vector_add: n = 0 writes nothing, n = 4 adds",
+             "after n = 0: " + std::to_string(untouched[0]) + ", …; after n = 4: " + std::to_string(added[0]) + ", " + std::to_string(added[3]),
+             "return before the launch when n is 0 (a grid of 0 blocks is an error), and launch otherwise");
 }
 
 TEST_CASE("vector_add past 2^31 elements", "[gpu][01.3][01.4][big]") {
