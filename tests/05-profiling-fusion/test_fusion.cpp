@@ -612,15 +612,21 @@ TEST_CASE("layernorm backward speed", "[gpu][perf][05.4]") {
     const double rs = static_cast<double>(1.7f);
     for (const std::size_t r : spot_rows(static_cast<std::size_t>(rows))) {
       const std::vector<float> got = device_row(dx.data(), r, cols);
-      double sum_g = 0, sum_gx = 0;
+      double sum_g = 0, sum_gx = 0, abs_g = 0, abs_gx = 0;
       for (int c = 0; c < cols; ++c) {
         const double g = static_cast<double>(dy_host[r * cols + c]) * gamma_host[c];
         sum_g += g;
         sum_gx += g * x_host[r * cols + c] * rs;
+        abs_g += std::fabs(g);
+        abs_gx += std::fabs(g * x_host[r * cols + c] * rs);
       }
       for (int c = 0; c < cols; ++c) {
         const double g = static_cast<double>(dy_host[r * cols + c]) * gamma_host[c], xhat = x_host[r * cols + c] * rs;
-        spot.add(got[c], rs * (g - sum_g / cols - xhat * sum_gx / cols), 1.0);
+        // The correctness case's bound for dx (its two means are sums of a row's terms).
+        const double bound = 2 * kU * rs *
+                             ((cols + 16.0) * (abs_g + std::fabs(xhat) * abs_gx) / cols + 8 * std::fabs(g) +
+                              64 * std::fabs(static_cast<double>(x_host[r * cols + c])) * rs * (std::fabs(g) + abs_gx / cols));
+        spot.add(got[c], rs * (g - sum_g / cols - xhat * sum_gx / cols), 1.0, bound);
       }
     }
     const std::vector<float> got_g = dgamma.download(), got_b = dbeta.download();
